@@ -1,0 +1,114 @@
+"""The adapter protocol and the values that cross it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from weakincentives.prompt import Prompt, ToolSpec
+from weakincentives.runtime.limits import Budget, Deadline
+from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
+
+__all__ = ["Heartbeat", "ModelRequest", "ModelTurn", "PromptResponse", "ProviderAdapter"]
+
+OutputT = TypeVar("OutputT")
+
+Heartbeat = Callable[[], None]
+"""Called between model turns and tool calls so leases and watchdogs see progress."""
+
+
+# No slots: `PromptResponse[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@dataclass(frozen=True)
+class PromptResponse(Generic[OutputT]):
+    """The result of running a prompt to its final answer."""
+
+    prompt_name: str
+    """Name of the prompt that ran."""
+    text: str | None
+    """Final assistant text."""
+    output: OutputT | None
+    """Structured output parsed into the template's output type (None for text prompts)."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Tokens used across every model call."""
+    messages: tuple[ChatMessage, ...] = ()
+    """The whole conversation, rendered prompt included."""
+    model: str | None = None
+    """Model name the provider reported."""
+    model_requests: int = 0
+    """How many model calls the run made."""
+    tool_calls: int = 0
+    """How many tool calls were executed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """One model call: the conversation so far and what the model may do next."""
+
+    messages: tuple[ChatMessage, ...]
+    """Conversation so far."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tools the model may call."""
+    output_type: type[Any] | None = None
+    """Structured output type for the final answer, if any."""
+    output_schema: Mapping[str, Any] | None = None
+    """JSON schema of `output_type`."""
+    prompt_name: str = ""
+    """Name of the prompt being run."""
+    turn: int = 0
+    """0-based index of this call within the run."""
+    timeout: float | None = None
+    """Seconds left before the run's deadline, if it has one."""
+
+    def last_user_text(self) -> str:
+        """Content of the newest user message ("" when there is none)."""
+        for m in reversed(self.messages):
+            if m.role == "user":
+                return m.content or ""
+        return ""
+
+    def tool_messages(self) -> tuple[ChatMessage, ...]:
+        """Tool answers received since the last assistant turn."""
+        out: list[ChatMessage] = []
+        for m in reversed(self.messages):
+            if m.role != "tool":
+                break
+            out.append(m)
+        return tuple(reversed(out))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn:
+    """What one model call returned."""
+
+    message: ChatMessage
+    """The assistant message (text and/or tool calls)."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Tokens this call used."""
+    model: str | None = None
+    """Model name the provider reported."""
+
+
+class ProviderAdapter(Protocol):
+    """Runs a prompt against a model, tools included, and records what happened."""
+
+    def evaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """Run `prompt` to its final answer.
+
+        Publishes `PromptRendered`, one `ToolInvoked` per tool call and `PromptExecuted`
+        into `session`.
+
+        Raises:
+            AdapterError: when the provider fails for good.
+            DeadlineExceededError: when `deadline` passes.
+            BudgetExceededError: when `budget` is exceeded.
+        """
+        ...

@@ -1,0 +1,128 @@
+"""`FunctionAdapter`: the model is a Python function. A test double.
+
+Use it in tests, examples and offline demos: it runs the real prompt rendering, tool
+loop, structured output parsing and session events, but the next assistant turn comes
+from your function instead of a provider. It is deterministic as long as your function
+is. Do not use it to claim anything about a real model.
+
+Example:
+    >>> from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
+    >>> from weakincentives.runtime.session import Session
+    >>> template = PromptTemplate[str](ns="demo", key="echo", sections=(
+    ...     MarkdownSection("Say", "say", "$text", role="user"),))
+    >>> adapter = FunctionAdapter(lambda req: "you said: " + req.last_user_text())
+    >>> print(adapter.evaluate(Prompt(template).bind(text="hi"), session=Session()).text)
+    you said: ## Say
+    <BLANKLINE>
+    hi
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from weakincentives import serde
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.prompt import Prompt
+from weakincentives.runtime.limits import Budget, Deadline
+from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, ToolCall
+
+from ._loop import run_prompt
+from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
+
+__all__ = ["FunctionAdapter", "FunctionModel", "FunctionReply", "estimate_tokens"]
+
+OutputT = TypeVar("OutputT")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionReply:
+    """The next assistant turn, as a function model returns it."""
+
+    text: str | None = None
+    """Assistant text (the final answer when there are no tool calls)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls to execute before the next turn."""
+    output: Any = None
+    """A structured answer; serialized to JSON as the assistant text."""
+    usage: TokenUsage | None = None
+    """Token usage to record; estimated from the text when None."""
+
+    @staticmethod
+    def call(name: str, /, **arguments: Any) -> FunctionReply:
+        """A turn with a single tool call (its id is assigned by the adapter)."""
+        return FunctionReply(
+            tool_calls=(ToolCall(id="", name=name, arguments=json.dumps(arguments)),)
+        )
+
+    @staticmethod
+    def calls(*calls: tuple[str, dict[str, Any]]) -> FunctionReply:
+        """A turn with several tool calls, given as `(name, arguments)` pairs."""
+        return FunctionReply(
+            tool_calls=tuple(ToolCall(id="", name=n, arguments=json.dumps(a)) for n, a in calls)
+        )
+
+
+FunctionModel = Callable[[ModelRequest], "FunctionReply | str"]
+"""`model(request) -> FunctionReply | str`; a plain string is a final text answer."""
+
+
+def estimate_tokens(text: str | None) -> int:
+    """A deterministic token estimate: about four characters a token."""
+    return 0 if not text else len(text) // 4 + 1
+
+
+@dataclass(slots=True)
+class FunctionAdapter:
+    """Adapter whose "model" is `model(request)`; see the module docstring."""
+
+    model: FunctionModel
+    """Function from the conversation so far to the next assistant turn."""
+    model_name: str = "function-model"
+    """Name recorded as the model."""
+    max_turns: int = 16
+    """Model calls allowed per run before `TurnLimitExceededError`."""
+    clock: Clock = field(default=SYSTEM_CLOCK)
+    """Clock for timings."""
+
+    def evaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """Run `prompt` with the function model (see `ProviderAdapter.evaluate`)."""
+        return run_prompt(
+            prompt,
+            session=session,
+            call_model=self._call,
+            deadline=deadline,
+            budget=budget,
+            heartbeat=heartbeat,
+            max_turns=self.max_turns,
+            clock=self.clock,
+        )
+
+    def _call(self, request: ModelRequest) -> ModelTurn:
+        reply = self.model(request)
+        if isinstance(reply, str):
+            reply = FunctionReply(text=reply)
+        text = reply.text
+        if reply.output is not None:
+            text = serde.dumps(reply.output).decode()
+        calls = tuple(
+            ToolCall(id=c.id or f"call_{request.turn}_{i}", name=c.name, arguments=c.arguments)
+            for i, c in enumerate(reply.tool_calls)
+        )
+        usage = reply.usage or TokenUsage(
+            input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
+            output_tokens=estimate_tokens(text) + sum(estimate_tokens(c.arguments) for c in calls),
+        )
+        message = ChatMessage(role="assistant", content=text, tool_calls=calls)
+        return ModelTurn(message=message, usage=usage, model=self.model_name)

@@ -1,0 +1,257 @@
+"""Core value types of evaluation: samples, scores, requests and results."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, cast
+
+from weakincentives.errors import InvalidScoreError
+from weakincentives.experiment import Experiment
+from weakincentives.runtime.session import ChatMessage, TokenUsage
+
+__all__ = [
+    "ERROR_KINDS",
+    "ErrorKind",
+    "EvalRequest",
+    "EvalResult",
+    "Metric",
+    "Sample",
+    "Score",
+    "ToolCallRecord",
+]
+
+InputT = TypeVar("InputT")
+ExpectedT = TypeVar("ExpectedT")
+
+ErrorKind = Literal[
+    "agent", "no_output", "evaluator", "judge", "timeout", "budget", "environment", "cancelled"
+]
+"""Why a sample has no trustworthy score:
+
+- `agent`: the agent (or target function) raised;
+- `no_output`: the agent finished without an output to score;
+- `evaluator`: the evaluator raised;
+- `judge`: an LLM judge failed or returned something unparseable (unscored, not 0);
+- `timeout`: the per-sample timeout or the run's deadline passed;
+- `budget`: the token budget was exceeded;
+- `environment`: the environment could not be created, serialized or restored;
+- `cancelled`: the run was interrupted before the sample finished.
+"""
+
+ERROR_KINDS: tuple[ErrorKind, ...] = (
+    "agent", "no_output", "evaluator", "judge", "timeout", "budget", "environment", "cancelled",
+)  # fmt: skip
+
+
+# No slots on generic values: `Sample[str, str](...)` sets __orig_class__, which slotted
+# frozen dataclasses reject.
+@dataclass(frozen=True)
+class Sample(Generic[InputT, ExpectedT]):
+    """One evaluation case.
+
+    Example:
+        >>> Sample(id="math-1", input="What is 2 + 2?", expected="4").id
+        'math-1'
+    """
+
+    id: str
+    """Unique id within its dataset."""
+    input: InputT
+    """What the agent receives."""
+    expected: ExpectedT
+    """What a correct answer looks like (evaluators decide how to compare)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Free-form labels for slicing results (difficulty, topic, cluster key...)."""
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A measured dimension of a score. Weight 0 tracks only; weight > 0 feeds the reward."""
+
+    name: str
+    """Metric name (unique within a score)."""
+    value: float
+    """Measured value."""
+    weight: float = 0.0
+    """Contribution to `Score.reward` (0 = tracking only)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else worth keeping with the metric."""
+
+    def __post_init__(self) -> None:
+        _check_finite(f"metric {self.name!r} value", self.value)
+        _check_finite(f"metric {self.name!r} weight", self.weight)
+        if self.weight < 0:
+            raise InvalidScoreError(f"metric {self.name!r} weight must be >= 0, got {self.weight}")
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """The verdict on one output.
+
+    `value` and `passed` may be omitted when `metrics` are given: `value` then defaults to
+    `reward` and `passed` to `value >= 0.5` (use `Score.from_metrics` to pick a threshold).
+
+    Example:
+        >>> s = Score(metrics=(Metric("correct", 1.0, weight=1.0), Metric("turns", 3.0)))
+        >>> s.reward, s.passed
+        (1.0, True)
+    """
+
+    value: float = cast(float, _UNSET)
+    """Normalized score, usually in [0, 1]."""
+    passed: bool = cast(bool, _UNSET)
+    """Binary verdict."""
+    reason: str = ""
+    """Why: what was found and what was expected."""
+    metrics: tuple[Metric, ...] = ()
+    """Named measurements; those with weight > 0 make up `reward`."""
+
+    def __post_init__(self) -> None:
+        if self.value is _UNSET:
+            if not self.metrics:
+                raise InvalidScoreError("Score needs a value (or metrics to derive it from)")
+            object.__setattr__(self, "value", self.reward)
+        _check_finite("score value", self.value)
+        if self.passed is _UNSET:
+            object.__setattr__(self, "passed", self.value >= 0.5)
+        names = [m.name for m in self.metrics]
+        if len(names) != len(set(names)):
+            raise InvalidScoreError(f"duplicate metric names in score: {names}")
+
+    @property
+    def reward(self) -> float:
+        """Weighted mean of metrics with weight > 0 (0.0 when there are none)."""
+        weighted = [(m.value, m.weight) for m in self.metrics if m.weight > 0]
+        if not weighted:
+            return 0.0
+        total = sum(w for _, w in weighted)
+        return sum(v * w for v, w in weighted) / total
+
+    def metric(self, name: str) -> Metric | None:
+        """Return the metric called `name`, if any."""
+        return next((m for m in self.metrics if m.name == name), None)
+
+    @classmethod
+    def from_metrics(
+        cls, metrics: tuple[Metric, ...] | list[Metric], *, threshold: float = 0.5, reason: str = ""
+    ) -> Score:
+        """Build a score whose value is the reward and which passes at `reward >= threshold`."""
+        metrics = tuple(metrics)
+        probe = cls(value=0.0, passed=False, metrics=metrics)
+        reward = probe.reward
+        return cls(value=reward, passed=reward >= threshold, reason=reason, metrics=metrics)
+
+
+def _check_finite(what: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidScoreError(f"{what} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise InvalidScoreError(f"{what} must be finite, got {value}")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class EvalRequest(Generic[InputT, ExpectedT]):
+    """A request to evaluate one sample under one experiment."""
+
+    sample: Sample[InputT, ExpectedT]
+    """The sample to evaluate."""
+    experiment: Experiment
+    """The experiment to evaluate under."""
+    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    """Unique id; results are de-duplicated by it."""
+    created_at: datetime = field(default_factory=_now)
+    """When the request was created."""
+    epoch: int = 0
+    """Repetition index when a dataset is run several times (pass@k)."""
+    run_id: str | None = None
+    """Run the request belongs to; `collect_results` ignores other runs' results."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """A compact record of one tool call, kept with a result for querying."""
+
+    name: str
+    """Tool name."""
+    params: Mapping[str, Any]
+    """Arguments as decoded."""
+    message: str
+    """What the tool returned to the model."""
+    success: bool
+    """Whether the call succeeded."""
+    duration_ms: float = 0.0
+    """Time spent in the handler."""
+    error: str | None = None
+    """Exception or validation error, if any."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalResult:
+    """The outcome of evaluating one sample under one experiment (and epoch)."""
+
+    sample_id: str
+    """Sample identifier."""
+    experiment_name: str
+    """Experiment the sample ran under."""
+    score: Score
+    """The score (for errors: value 0, not passed, reason = the error)."""
+    latency_ms: float
+    """Time to run the agent on the sample."""
+    error: str | None = None
+    """Error message when the sample could not be scored."""
+    bundle_path: Path | None = None
+    """Debug bundle written for the sample, if enabled."""
+    error_kind: ErrorKind | None = None
+    """Which stage failed (see `ErrorKind`); None when the sample was scored."""
+    epoch: int = 0
+    """Repetition index (pass@k)."""
+    request_id: str | None = None
+    """Id of the `EvalRequest`; duplicates of one request count once."""
+    run_id: str | None = None
+    """Run the result belongs to."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Tokens the agent used on the sample."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The sample's metadata, copied for slicing."""
+    output: Any = None
+    """The agent's output (JSON-compatible form)."""
+    messages: tuple[ChatMessage, ...] = ()
+    """Transcript of the run, when recorded."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Tool calls made during the run, when recorded."""
+    delivery_count: int = 1
+    """How many times the request was delivered before this result (1 = first try)."""
+    environment: Mapping[str, Any] | None = None
+    """Serialized environment state at the end of the sample, if any."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the sample passed (errors never pass)."""
+        return self.error is None and self.score.passed
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the sample ended in an error."""
+        return self.error is not None
+
+    @property
+    def tokens(self) -> int:
+        """Total tokens used (input + output)."""
+        return self.usage.total_tokens
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """`(sample_id, experiment_name, epoch)`: what a run records once."""
+        return (self.sample_id, self.experiment_name, self.epoch)

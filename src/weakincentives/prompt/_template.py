@@ -1,0 +1,267 @@
+"""Prompt templates: Markdown sections with `$placeholders`, tools and an output type."""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from weakincentives.errors import PromptParamsError, PromptRenderError
+from weakincentives.prompt._overrides import (
+    PromptOverridesStore,
+    StaleOverrideWarning,
+    section_hash,
+    validate_identifier,
+)
+from weakincentives.prompt._tool import Tool
+from weakincentives.runtime.session import ChatMessage
+
+__all__ = ["MarkdownSection", "Prompt", "PromptTemplate", "RenderedPrompt"]
+
+OutputT = TypeVar("OutputT")
+ParamsT = TypeVar("ParamsT")
+
+
+def _placeholders(text: str) -> tuple[str, ...]:
+    return tuple(string.Template(text).get_identifiers())
+
+
+# No slots: `MarkdownSection[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@dataclass(frozen=True)
+class MarkdownSection(Generic[ParamsT]):
+    """A titled block of Markdown whose `$name` placeholders come from a params dataclass.
+
+    Without `params_type`, values come from keyword arguments to `Prompt.bind`.
+    """
+
+    title: str
+    """Heading rendered above the body (empty for none)."""
+    key: str
+    """Stable key; overrides refer to the section by it."""
+    template: str
+    """Markdown body with `$name` / `${name}` placeholders (`$$` for a literal `$`)."""
+    params_type: type[ParamsT] | None = None
+    """Dataclass whose fields fill the placeholders."""
+    role: Literal["system", "user"] = "system"
+    """Which chat message the section is rendered into."""
+
+    def __post_init__(self) -> None:
+        validate_identifier("key", self.key)
+        _check_placeholders(self, self.template)
+
+    def field_names(self) -> tuple[str, ...] | None:
+        """Names the placeholders may use, or None when any keyword is accepted."""
+        if self.params_type is None:
+            return None
+        return tuple(f.name for f in dataclasses.fields(self.params_type))  # type: ignore[arg-type]
+
+
+def _check_placeholders(section: MarkdownSection[Any], text: str) -> None:
+    allowed = section.field_names()
+    if allowed is None:
+        return
+    try:
+        names = _placeholders(text)
+    except ValueError as exc:
+        raise PromptRenderError(f"section {section.key!r}: malformed placeholder: {exc}") from exc
+    for name in names:
+        if name not in allowed:
+            raise PromptRenderError(
+                f"section {section.key!r} uses unknown placeholder ${name}; "
+                f"{section.params_type.__name__} has fields: {', '.join(allowed)}",  # type: ignore[union-attr]
+            )
+
+
+# No slots: `PromptTemplate[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@dataclass(frozen=True)
+class PromptTemplate(Generic[OutputT]):
+    """A reusable prompt: sections, tools and an optional structured output type."""
+
+    ns: str
+    """Namespace (e.g. the application); part of the overrides path."""
+    key: str
+    """Key of the prompt within its namespace."""
+    sections: Sequence[MarkdownSection[Any]] = ()
+    """Sections rendered in order."""
+    tools: Sequence[Tool[Any]] = ()
+    """Tools the model may call."""
+    output_type: type[OutputT] | None = None
+    """Dataclass the final answer is parsed into (None for plain text)."""
+    name: str | None = None
+    """Display name (defaults to `ns/key`)."""
+
+    def __post_init__(self) -> None:
+        validate_identifier("namespace", self.ns)
+        validate_identifier("key", self.key)
+        keys = [s.key for s in self.sections]
+        if len(keys) != len(set(keys)):
+            raise PromptRenderError(f"prompt {self.ns}/{self.key} has duplicate section keys")
+        tool_names = [t.name for t in self.tools]
+        if len(tool_names) != len(set(tool_names)):
+            raise PromptRenderError(f"prompt {self.ns}/{self.key} has duplicate tool names")
+
+    @property
+    def display_name(self) -> str:
+        """`name`, or `ns/key` when no name was given."""
+        return self.name or f"{self.ns}/{self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedPrompt:
+    """A prompt ready to send: messages, tools and what was applied."""
+
+    messages: tuple[ChatMessage, ...]
+    """System and user messages."""
+    tools: tuple[Tool[Any], ...]
+    """Tools offered to the model."""
+    output_type: type[Any] | None
+    """Structured output type, if any."""
+    applied_overrides: tuple[str, ...] = ()
+    """Keys of sections whose body came from an override."""
+
+    @property
+    def text(self) -> str:
+        """All message contents joined, for logs and hashing."""
+        return "\n\n".join(m.content or "" for m in self.messages)
+
+
+# No slots: `Prompt[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@dataclass(frozen=True)
+class Prompt(Generic[OutputT]):
+    """A template plus bound params and where its overrides come from.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass(frozen=True)
+        ... class Q:
+        ...     question: str
+        >>> t = PromptTemplate[str](ns="demo", key="qa", sections=(
+        ...     MarkdownSection("Question", "question", "$question", Q, role="user"),))
+        >>> print(Prompt(t).bind(Q("2+2?")).render().messages[0].content)
+        ## Question
+        <BLANKLINE>
+        2+2?
+    """
+
+    template: PromptTemplate[OutputT]
+    """The template being rendered."""
+    overrides_store: PromptOverridesStore | None = None
+    """Store consulted for section overrides (None: no overrides)."""
+    overrides_tag: str = "latest"
+    """Tag selecting which overrides apply."""
+    params: tuple[Any, ...] = ()
+    """Bound params dataclass instances."""
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Bound keyword values for sections without a params type."""
+
+    @property
+    def name(self) -> str:
+        """Display name of the template."""
+        return self.template.display_name
+
+    def bind(self, *params: Any, **values: Any) -> Prompt[OutputT]:
+        """Return a copy with more params bound.
+
+        Positional arguments are params dataclass instances, matched to sections by type;
+        keyword arguments fill placeholders of sections that have no params type.
+
+        Raises:
+            PromptParamsError: when a positional value matches no section's params type.
+        """
+        accepted = [s.params_type for s in self.template.sections if s.params_type is not None]
+        for p in params:
+            if not dataclasses.is_dataclass(p) or isinstance(p, type):
+                raise PromptParamsError(
+                    f"prompt {self.name}: bind() takes params dataclass instances, "
+                    f"got {type(p).__name__}; pass plain values as keywords",
+                )
+            if not any(isinstance(p, t) for t in accepted):
+                names = ", ".join(t.__name__ for t in accepted) or "none"
+                raise PromptParamsError(
+                    f"prompt {self.name}: no section takes {type(p).__name__} "
+                    f"(sections take: {names})",
+                )
+        return dataclasses.replace(
+            self, params=(*self.params, *params), values={**self.values, **values}
+        )
+
+    def with_overrides(self, store: PromptOverridesStore | None, tag: str) -> Prompt[OutputT]:
+        """Return a copy that renders with `store`'s overrides under `tag`."""
+        validate_identifier("tag", tag)
+        return dataclasses.replace(self, overrides_store=store, overrides_tag=tag)
+
+    def render(self) -> RenderedPrompt:
+        """Render sections (after overrides) into chat messages.
+
+        Raises:
+            PromptRenderError: for a placeholder without a value.
+        """
+        overrides = self._overrides()
+        applied: list[str] = []
+        parts: list[tuple[str, str]] = []
+        for section in self.template.sections:
+            body = section.template
+            override = overrides.get(section.key)
+            if override is not None:
+                if override.expected_hash == section_hash(section.template):
+                    _check_placeholders(section, override.body)
+                    body = override.body
+                    applied.append(section.key)
+                else:
+                    warnings.warn(
+                        f"prompt {self.name}: override for section {section.key!r} (tag "
+                        f"{self.overrides_tag!r}) was written for an older text; ignored",
+                        StaleOverrideWarning,
+                        stacklevel=2,
+                    )
+            text = self._fill(section, body)
+            rendered = f"## {section.title}\n\n{text}" if section.title else text
+            parts.append((section.role, rendered.strip()))
+        return RenderedPrompt(
+            messages=_merge(parts),
+            tools=tuple(self.template.tools),
+            output_type=self.template.output_type,
+            applied_overrides=tuple(applied),
+        )
+
+    def _overrides(self) -> Mapping[str, Any]:
+        if self.overrides_store is None:
+            return {}
+        return self.overrides_store.resolve(self.template.ns, self.template.key, self.overrides_tag)
+
+    def _fill(self, section: MarkdownSection[Any], body: str) -> str:
+        if section.params_type is not None:
+            bound = [p for p in self.params if isinstance(p, section.params_type)]
+            if not bound:
+                if not _placeholders(body):
+                    return body
+                raise PromptRenderError(
+                    f"prompt {self.name}: section {section.key!r} needs "
+                    f"{section.params_type.__name__} params; call bind() with one",
+                )
+            source = {f.name: getattr(bound[-1], f.name) for f in dataclasses.fields(bound[-1])}
+        else:
+            source = dict(self.values)
+        for name in _placeholders(body):
+            if name not in source:
+                raise PromptRenderError(
+                    f"prompt {self.name}: section {section.key!r} has no value for "
+                    f"${name}; bind it with bind({name}=...)",
+                )
+        return string.Template(body).substitute({k: str(v) for k, v in source.items()})
+
+
+def _merge(parts: list[tuple[str, str]]) -> tuple[ChatMessage, ...]:
+    merged: list[tuple[str, list[str]]] = []
+    for role, text in parts:
+        if merged and merged[-1][0] == role:
+            merged[-1][1].append(text)
+        else:
+            merged.append((role, [text]))
+    return tuple(
+        ChatMessage(role="system" if role == "system" else "user", content="\n\n".join(texts))
+        for role, texts in merged
+    )

@@ -1,0 +1,185 @@
+"""`AgentLoop`: the production agent, and the thing `EvalLoop` evaluates.
+
+Subclass it and implement `create_prompt` (and `create_session` if your sessions need
+reducers or seeded state). `execute` prepares the prompt under an experiment, runs it
+through the adapter, and returns the response with the session that recorded the run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.experiment import BASELINE, Experiment
+from weakincentives.prompt import Prompt, PromptOverridesStore
+from weakincentives.runtime.limits import Budget, Deadline
+from weakincentives.runtime.session import PromptExecuted, Session
+
+__all__ = ["AgentLoop", "FunctionLoop", "MainLoop"]
+
+RequestT = TypeVar("RequestT")
+OutputT = TypeVar("OutputT")
+
+
+class AgentLoop(Generic[RequestT, OutputT]):
+    """Runs one request through a prompt and an adapter.
+
+    Args:
+        adapter: The provider adapter that runs prompts.
+        overrides_store: Where experiments' prompt overrides come from (None: none).
+        clock: Clock for sessions and deadlines.
+        name: Name used in reports and run fingerprints (default: the class name).
+        bus: Accepted and ignored, for loops written against the older `MainLoop` draft.
+    """
+
+    def __init__(
+        self,
+        *,
+        adapter: ProviderAdapter,
+        overrides_store: PromptOverridesStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        name: str | None = None,
+        bus: object | None = None,
+    ) -> None:
+        del bus  # the older draft's event bus: sessions record events now
+        self.adapter = adapter
+        self.overrides_store = overrides_store
+        self.clock = clock
+        self.name = name or type(self).__name__
+
+    def create_prompt(self, request: RequestT) -> Prompt[OutputT]:
+        """Build the bound prompt for `request`. Subclasses implement this."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement create_prompt(request) or override prepare()",
+        )
+
+    def create_session(self) -> Session:
+        """Return a fresh session for one run (override to register reducers or seed)."""
+        return Session(clock=self.clock)
+
+    def prepare(
+        self, request: RequestT, *, experiment: Experiment
+    ) -> tuple[Prompt[OutputT], Session]:
+        """Build the prompt and session for `request` under `experiment`.
+
+        The experiment's `overrides_tag` is applied through `overrides_store`, and the
+        experiment is dispatched into the session so tools can read its flags.
+        """
+        prompt = self.create_prompt(request)
+        if self.overrides_store is not None:
+            prompt = prompt.with_overrides(self.overrides_store, experiment.overrides_tag)
+        session = self.create_session()
+        session.dispatch(experiment)
+        return prompt, session
+
+    def finalize(
+        self, prompt: Prompt[OutputT], session: Session, response: PromptResponse[OutputT]
+    ) -> PromptResponse[OutputT]:
+        """Post-process a finished run (default: return `response` unchanged)."""
+        del prompt, session
+        return response
+
+    def execute(
+        self,
+        request: RequestT,
+        *,
+        experiment: Experiment | None = None,
+        deadline: Deadline | float | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> tuple[PromptResponse[OutputT], Session]:
+        """Run `request` and return the response and the session that recorded it.
+
+        Args:
+            request: The request to answer.
+            experiment: Variant to run under (default `BASELINE`).
+            deadline: A `Deadline`, or seconds from now.
+            budget: Token limits for the run.
+            heartbeat: Called between turns and tool calls.
+
+        Raises:
+            DeadlineExceededError: the run passed its deadline.
+            BudgetExceededError: the run used more tokens than `budget` allows.
+            AdapterError: the provider failed for good.
+        """
+        exp = experiment or BASELINE
+        if isinstance(deadline, int | float):
+            deadline = Deadline.after(float(deadline), clock=self.clock)
+        prompt, session = self.prepare(request, experiment=exp)
+        response = self.adapter.evaluate(
+            prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
+        )
+        return self.finalize(prompt, session, response), session
+
+
+MainLoop = AgentLoop
+"""The older draft's name for `AgentLoop`; same class, same hooks."""
+
+
+class FunctionLoop(AgentLoop[RequestT, OutputT]):
+    """An `AgentLoop` around a plain callable, for targets that are not prompt-based.
+
+    `fn(request)` returns the output; if `fn` takes a `session` keyword it gets the run's
+    session too (to dispatch its own events). A `PromptExecuted` event records the run.
+
+    Example:
+        >>> loop = FunctionLoop(lambda q: q.upper())
+        >>> loop.execute("hi")[0].output
+        'HI'
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., OutputT],
+        *,
+        name: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(adapter=_NoAdapter(), clock=clock, name=name or _fn_name(fn))
+        self.fn = fn
+        self._wants_session = "session" in inspect.signature(fn).parameters
+
+    def execute(
+        self,
+        request: RequestT,
+        *,
+        experiment: Experiment | None = None,
+        deadline: Deadline | float | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> tuple[PromptResponse[OutputT], Session]:
+        """Call the function under `experiment` (deadline is checked after the call)."""
+        del budget, heartbeat
+        if isinstance(deadline, int | float):
+            deadline = Deadline.after(float(deadline), clock=self.clock)
+        session = self.create_session()
+        session.dispatch(experiment or BASELINE)
+        start = self.clock.monotonic()
+        kwargs: dict[str, Any] = {"session": session} if self._wants_session else {}
+        output = self.fn(request, **kwargs)
+        if deadline is not None:
+            deadline.check(f"function {self.name}")
+        text = output if isinstance(output, str) else None
+        session.dispatch(
+            PromptExecuted(
+                prompt_ns="function",
+                prompt_key=self.name,
+                prompt_name=self.name,
+                text=text,
+                output=output,
+                duration_ms=(self.clock.monotonic() - start) * 1000.0,
+            ),
+        )
+        return PromptResponse(prompt_name=self.name, text=text, output=output), session
+
+
+class _NoAdapter:
+    def evaluate(self, prompt: Prompt[OutputT], **_: Any) -> PromptResponse[OutputT]:
+        raise NotImplementedError("FunctionLoop does not use an adapter")
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__

@@ -1,0 +1,49 @@
+"""Sessions: the typed record of one agent run.
+
+An adapter publishes `PromptRendered`, `ToolInvoked` and `PromptExecuted` events into the
+session; session-aware evaluators read them back through a read-only `SessionView`.
+"""
+
+from weakincentives.runtime.session._events import (
+    ChatMessage,
+    PromptExecuted,
+    PromptRendered,
+    TokenUsage,
+    ToolCall,
+    ToolInvoked,
+    ToolResult,
+)
+from weakincentives.runtime.session._session import (
+    Reducer,
+    Session,
+    SessionProtocol,
+    SessionSnapshot,
+    SessionView,
+    SessionViewProtocol,
+    Slice,
+    SliceView,
+    append_reducer,
+    replace_latest,
+    upsert_by,
+)
+
+__all__ = [
+    "ChatMessage",
+    "PromptExecuted",
+    "PromptRendered",
+    "Reducer",
+    "Session",
+    "SessionProtocol",
+    "SessionSnapshot",
+    "SessionView",
+    "SessionViewProtocol",
+    "Slice",
+    "SliceView",
+    "TokenUsage",
+    "ToolCall",
+    "ToolInvoked",
+    "ToolResult",
+    "append_reducer",
+    "replace_latest",
+    "upsert_by",
+]

@@ -1,0 +1,152 @@
+"""Events an adapter publishes into a session while it runs a prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+__all__ = [
+    "ChatMessage",
+    "PromptExecuted",
+    "PromptRendered",
+    "TokenUsage",
+    "ToolCall",
+    "ToolInvoked",
+    "ToolResult",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens used by one or more model calls."""
+
+    input_tokens: int = 0
+    """Prompt tokens sent to the model."""
+    output_tokens: int = 0
+    """Completion tokens produced by the model."""
+    cached_tokens: int = 0
+    """Prompt tokens the provider served from its cache (a subset of `input_tokens`)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call requested by the model."""
+
+    id: str
+    """Provider-assigned call id; the tool's answer refers to it."""
+    name: str
+    """Name of the tool to call."""
+    arguments: str
+    """Arguments as the JSON text the model produced (may be invalid)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One message of a conversation, in the chat-completions shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    """Who speaks."""
+    content: str | None = None
+    """Text of the message (None for an assistant turn with only tool calls)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tool calls requested by an assistant turn."""
+    tool_call_id: str | None = None
+    """For a `tool` message: the call it answers."""
+    name: str | None = None
+    """For a `tool` message: the tool's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool handler returns; `message` goes back to the model."""
+
+    message: str
+    """Text sent back to the model."""
+    value: Any = None
+    """Structured value for code that reads the session (not sent to the model)."""
+    success: bool = True
+    """False when the tool failed; the model sees the message and may try again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptRendered:
+    """A prompt was rendered and is about to be sent."""
+
+    prompt_ns: str
+    """Namespace of the prompt template."""
+    prompt_key: str
+    """Key of the prompt template."""
+    prompt_name: str
+    """Display name of the prompt."""
+    messages: tuple[ChatMessage, ...]
+    """The rendered messages."""
+    tools: tuple[str, ...] = ()
+    """Names of the tools offered to the model."""
+    overrides_tag: str | None = None
+    """Overrides tag applied while rendering, if any."""
+    applied_overrides: tuple[str, ...] = ()
+    """Keys of the sections whose body came from an override."""
+    rendered_at: datetime
+    """When the prompt was rendered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInvoked:
+    """A tool call was executed (or rejected) during a run."""
+
+    name: str
+    """Tool name the model asked for."""
+    params: Mapping[str, Any]
+    """Arguments as decoded from the model (empty if they were not JSON)."""
+    result: ToolResult
+    """What the tool returned (a failed result for invalid params or a raising handler)."""
+    success: bool
+    """Same as `result.success`: false for validation errors and handler exceptions."""
+    call_id: str
+    """The provider's tool call id."""
+    duration_ms: float
+    """Wall time spent in the handler."""
+    error: str | None = None
+    """Exception type and message when the handler raised or params failed validation."""
+    prompt_name: str = ""
+    """Name of the prompt whose run called the tool."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptExecuted:
+    """A prompt run finished with an answer."""
+
+    prompt_ns: str
+    """Namespace of the prompt template."""
+    prompt_key: str
+    """Key of the prompt template."""
+    prompt_name: str
+    """Display name of the prompt."""
+    text: str | None
+    """Final assistant text."""
+    output: Any = None
+    """Parsed structured output (None for text prompts)."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Tokens used across every model call of the run."""
+    model: str | None = None
+    """Model name reported by the adapter."""
+    model_requests: int = 0
+    """Number of model calls the run made (one per turn)."""
+    tool_calls: int = 0
+    """Number of tool calls executed."""
+    duration_ms: float = 0.0
+    """Wall time of the whole run."""
