@@ -27,12 +27,15 @@ for code that does not know about us::
     ├── MailboxError
     │   ├── MailboxConnectionError (ConnectionError)
     │   ├── MailboxClosedError
+    │   ├── MailboxFullError                  the mailbox reached its max_size
     │   ├── MailboxArgumentError (ValueError)
     │   ├── ReceiptHandleExpiredError
     │   ├── MailboxResolutionError (LookupError)
+    │   │   └── NoReplyToError                reply() on a message sent without reply_to
     │   └── MessageDecodeError (ValueError)
     ├── EvalError
     │   ├── InvalidDatasetError (ValueError)
+    │   ├── InvalidReportError (ValueError)    a saved report or results file is unreadable
     │   ├── InvalidScoreError (ValueError)
     │   ├── InvalidStatisticError (ValueError) bad input to a statistic (empty, k > n, ...)
     │   ├── JudgeError
@@ -151,6 +154,10 @@ class MailboxClosedError(MailboxError):
     """The mailbox was closed."""
 
 
+class MailboxFullError(MailboxError):
+    """The mailbox holds `max_size` messages; receive and acknowledge some, then send again."""
+
+
 class MailboxArgumentError(MailboxError, ValueError):
     """An argument to a mailbox call is out of range."""
 
@@ -161,6 +168,10 @@ class ReceiptHandleExpiredError(MailboxError):
 
 class MailboxResolutionError(MailboxError, LookupError):
     """A reply-to name could not be resolved to a mailbox."""
+
+
+class NoReplyToError(MailboxResolutionError):
+    """`Message.reply()` was called on a message that was sent without `reply_to`."""
 
 
 class MessageDecodeError(MailboxError, ValueError):
@@ -176,6 +187,10 @@ class EvalError(WinkError):
 
 class InvalidDatasetError(EvalError, ValueError):
     """A dataset file or sample is invalid; the message names the file, line and field."""
+
+
+class InvalidReportError(EvalError, ValueError):
+    """A saved report or results file cannot be read; the message names the file and line."""
 
 
 class InvalidScoreError(EvalError, ValueError):

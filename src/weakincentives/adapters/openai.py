@@ -1,0 +1,351 @@
+"""`OpenAIAdapter`: run prompts against any OpenAI-compatible chat-completions server.
+
+Built on the official `openai` SDK. Works with OpenAI itself and with compatible servers
+(vLLM, Ollama, llama.cpp, LM Studio): point `base_url` (or `OPENAI_BASE_URL`) at their
+`/v1` endpoint. Tools become function tools, a template's output type becomes a
+JSON-schema `response_format`, and token usage (cached tokens included) is recorded.
+
+Retries are the adapter's own, not the SDK's: 429, 5xx and connection failures are
+retried up to `max_retries` times with exponential backoff and jitter, or after the
+server's `Retry-After`, sleeping on the injected clock and never past the run's deadline.
+Other 4xx answers fail at once; a request that times out is not retried.
+
+Example:
+    >>> adapter = OpenAIAdapter("gpt-4o-mini", api_key="sk-test")  # doctest: +SKIP
+    >>> adapter.evaluate(prompt, session=Session()).text  # doctest: +SKIP
+    'Paris'
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import openai
+
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import (
+    AdapterConnectionError,
+    AdapterError,
+    AdapterResponseError,
+    AdapterTimeoutError,
+    ConfigurationError,
+    DeadlineExceededError,
+    ProviderRequestError,
+    ProviderServerError,
+    RateLimitError,
+)
+from weakincentives.prompt import Prompt
+from weakincentives.runtime.limits import Budget, Deadline
+from weakincentives.runtime.session import Session
+
+from ._loop import run_prompt
+from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
+from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
+
+__all__ = ["OpenAIAdapter"]
+
+OutputT = TypeVar("OutputT")
+
+_BASE_BACKOFF = 0.5
+"""Seconds before the first retry when the server gives no `Retry-After`."""
+_MAX_BACKOFF = 8.0
+"""Cap of the exponential backoff, in seconds."""
+_MAX_RETRY_AFTER = 300.0
+"""A longer `Retry-After` is not waited out: the adapter gives up at once."""
+_NO_KEY = "no-key"
+"""Sent as the key to a `base_url` server when none is configured (local servers need none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """One failed attempt, translated."""
+
+    error: type[AdapterError]
+    message: str
+    retryable: bool
+    retry_after: float | None = None
+    cause: BaseException | None = None
+
+
+class OpenAIAdapter:
+    """Runs prompts on an OpenAI-compatible chat-completions endpoint.
+
+    Args:
+        model: Model name; defaults to `OPENAI_MODEL`.
+        base_url: API root such as `http://localhost:8000/v1`; defaults to `OPENAI_BASE_URL`,
+            then OpenAI's.
+        api_key: Defaults to `OPENAI_API_KEY`; may be left out when `base_url` is set.
+        client: A ready `openai.OpenAI` client to use instead of `base_url`/`api_key`
+            (its own retries are turned off; the adapter does not close it).
+        max_turns: Model calls allowed per run before `TurnLimitExceededError`.
+        max_retries: Retries after a 429, a 5xx or a connection failure (0: none).
+        timeout: Seconds one HTTP request may take; the run's deadline may shorten it.
+        temperature: Sampling temperature (None: the server's default).
+        extra_body: Extra JSON fields for every request (e.g. vLLM or Ollama options).
+        clock: Clock for backoff sleeps, deadlines and timings.
+        rng: Random source for backoff jitter (seed it for reproducible waits).
+
+    Raises:
+        ConfigurationError: no model, no API key for OpenAI itself, or a bad limit.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.OpenAI | None = None,
+        max_turns: int = 16,
+        max_retries: int = 3,
+        timeout: float = 60.0,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+    ) -> None:
+        model = model or os.environ.get("OPENAI_MODEL")
+        if not model:
+            raise ConfigurationError(
+                "OpenAIAdapter needs a model: pass model='...' or set OPENAI_MODEL",
+            )
+        _check_limits(max_turns=max_turns, max_retries=max_retries, timeout=timeout)
+        self.model = model
+        self.max_turns = max_turns
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body else None
+        self.clock = clock
+        self._rng = rng or random.Random()
+        self._owns_client = client is None
+        self._client = _make_client(client, base_url=base_url, api_key=api_key)
+        self._secret = self._client.api_key or ""
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        # Never the key: reprs end up in logs and reports.
+        return f"OpenAIAdapter(model={self.model!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Close the HTTP connections of a client the adapter created itself."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> OpenAIAdapter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def evaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """Run `prompt` on the model (see `ProviderAdapter.evaluate`).
+
+        Raises:
+            RateLimitError: 429 after every retry.
+            ProviderServerError: 5xx after every retry.
+            ProviderRequestError: another 4xx (bad model name, key or request).
+            AdapterConnectionError: the server could not be reached after every retry.
+            AdapterTimeoutError: a request got no answer within its timeout.
+            AdapterResponseError: a malformed answer, or one that does not fit the output type.
+            TurnLimitExceededError: the model was still calling tools after `max_turns`.
+            DeadlineExceededError: `deadline` passed.
+            BudgetExceededError: `budget` was exceeded.
+        """
+        return run_prompt(
+            prompt,
+            session=session,
+            call_model=self._call_model,
+            deadline=deadline,
+            budget=budget,
+            heartbeat=heartbeat,
+            max_turns=self.max_turns,
+            clock=self.clock,
+        )
+
+    def _call_model(self, request: ModelRequest) -> ModelTurn:
+        params = encode_request(request, model=self.model, temperature=self.temperature)
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
+        where = f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+        started = self.clock.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            left = _left(request.timeout, started, self.clock)
+            timeout = self.timeout if left is None else min(self.timeout, left)
+            if timeout <= 0:
+                raise DeadlineExceededError(
+                    f"{where}: the run's deadline passed before the model answered "
+                    f"({attempt - 1} attempts)",
+                )
+            try:
+                raw = self._client.chat.completions.with_raw_response.create(
+                    **params, timeout=timeout
+                )
+            except openai.OpenAIError as exc:
+                failure = self._translate(exc, where, timeout)
+                delay, reason = self._plan_retry(
+                    failure, attempt, _left(request.timeout, started, self.clock)
+                )
+                if delay is None:
+                    message = self._redact(f"{failure.message}{reason}")
+                    raise failure.error(message) from failure.cause
+                self.clock.sleep(delay)
+                continue
+            try:
+                return decode_completion(raw.content, where=where, turn=request.turn)
+            except AdapterResponseError as exc:
+                if self._secret and self._secret in str(exc):  # the body echoed the key
+                    raise AdapterResponseError(self._redact(str(exc))) from None
+                raise
+
+    def _translate(self, exc: openai.OpenAIError, where: str, timeout: float) -> _Failure:
+        # The SDK's message may quote the response body; drop it from the chain if the
+        # body echoes the key (the chain is printed with every traceback).
+        cause = None if self._secret and self._secret in f"{exc} {exc.__cause__}" else exc
+        if isinstance(exc, openai.APITimeoutError):
+            return _Failure(
+                AdapterTimeoutError,
+                f"{where}: no answer within {timeout:.2f}s; raise timeout= or the run's deadline",
+                retryable=False,
+                cause=cause,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            detail = f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ else exc
+            return _Failure(
+                AdapterConnectionError,
+                f"{where}: cannot reach the server ({detail}); check base_url and that it runs",
+                retryable=True,
+                cause=cause,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._translate_status(exc, where, cause)
+        return _Failure(
+            AdapterResponseError,
+            f"{where}: the SDK failed on the answer: {type(exc).__name__}: {excerpt(str(exc))}",
+            retryable=False,
+            cause=cause,
+        )
+
+    def _translate_status(
+        self, exc: openai.APIStatusError, where: str, cause: BaseException | None
+    ) -> _Failure:
+        status = exc.status_code
+        body = excerpt(exc.response.text) or "(empty body)"
+        retry_after = parse_retry_after(exc.response.headers, now=self.clock.now())
+        if status == 429:
+            return _Failure(
+                RateLimitError,
+                f"{where}: rate limited (HTTP 429): {body}",
+                retryable=True,
+                retry_after=retry_after,
+                cause=cause,
+            )
+        if status >= 500:
+            return _Failure(
+                ProviderServerError,
+                f"{where}: server error (HTTP {status}): {body}",
+                retryable=True,
+                retry_after=retry_after,
+                cause=cause,
+            )
+        return _Failure(
+            ProviderRequestError,
+            f"{where}: request rejected (HTTP {status}): {body}; "
+            "check the model name, the API key and the request options",
+            retryable=False,
+            cause=cause,
+        )
+
+    def _plan_retry(
+        self, failure: _Failure, attempt: int, left: float | None
+    ) -> tuple[float | None, str]:
+        """Seconds to sleep before the next attempt, or None and why the adapter gives up."""
+        if not failure.retryable:
+            return None, ""
+        if attempt > self.max_retries:
+            return None, f" (gave up after {attempt} attempts; raise max_retries to try longer)"
+        if failure.retry_after is not None:
+            delay = failure.retry_after
+            if delay > _MAX_RETRY_AFTER:
+                return None, (
+                    f" (gave up after {attempt} attempts: the server asked to wait {delay:.0f}s, "
+                    f"more than the {_MAX_RETRY_AFTER:.0f}s this adapter waits)"
+                )
+        else:
+            # Exponential backoff with "equal jitter": half fixed, half random, so
+            # clients that failed together do not all come back together.
+            ceiling = min(_MAX_BACKOFF, _BASE_BACKOFF * 2 ** (attempt - 1))
+            delay = ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        if left is not None and delay >= left:
+            return None, (
+                f" (gave up after {attempt} attempts: the run's deadline leaves {left:.2f}s, "
+                f"less than the {delay:.2f}s wait before the next one)"
+            )
+        return delay, ""
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+
+def _left(budget: float | None, started: float, clock: Clock) -> float | None:
+    """Seconds left of a request's deadline budget, measured from `started`."""
+    return None if budget is None else budget - (clock.monotonic() - started)
+
+
+def _check_limits(*, max_turns: int, max_retries: int, timeout: float) -> None:
+    if max_turns < 1:
+        raise ConfigurationError(f"max_turns must be at least 1, got {max_turns}")
+    if max_retries < 0:
+        raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries}")
+    if not timeout > 0:
+        raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
+
+
+def _make_client(
+    client: openai.OpenAI | None, *, base_url: str | None, api_key: str | None
+) -> openai.OpenAI:
+    if client is not None:
+        if base_url is not None or api_key is not None:
+            raise ConfigurationError(
+                "OpenAIAdapter takes either client= or base_url=/api_key=, not both; "
+                "configure the client instead",
+            )
+        # Retries are ours (clock-driven, deadline-aware); the SDK's would sleep for real.
+        return client.with_options(max_retries=0)
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None:
+        if base_url is None:
+            raise ConfigurationError(
+                "OpenAIAdapter needs an API key for OpenAI: pass api_key='...' or set "
+                "OPENAI_API_KEY (for a local server, pass base_url= or set OPENAI_BASE_URL)",
+            )
+        api_key = _NO_KEY
+    try:
+        return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+    except openai.OpenAIError as exc:
+        raise ConfigurationError(f"cannot create the OpenAI client: {exc}") from exc

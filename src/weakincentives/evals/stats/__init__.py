@@ -1,0 +1,97 @@
+"""Statistics for eval reports: every rate with its n and interval, A/B tests, pass@k.
+
+Pure Python and numpy; the numbers match statsmodels and scipy (checked by the tests).
+Results are frozen dataclasses; bad input raises `InvalidStatisticError`.
+
+Rates and means:
+
+- `wilson_interval(successes, n)` -> `RateEstimate`: a pass rate with its Wilson interval.
+- `mean_ci(values)` -> `MeanEstimate`: a mean with its CLT standard error and interval.
+- `clustered_mean(values, clusters)` -> `ClusteredEstimate`: cluster-robust (CR1) SE.
+- `Interval(low, high)`: what every estimate's `.interval` returns.
+
+Comparing experiments:
+
+- `paired_comparison(baseline, treatment)` -> `PairedComparison`: per-sample A/B delta,
+  paired SE, correlation, interval, p-value, McNemar, seeded bootstrap, detectable effect.
+- `mcnemar(b, c)` -> `McNemarResult`: exact when `b + c <= 25`, else chi-square.
+- `holm(p_values)`, `benjamini_hochberg(p_values)`: adjusted p-values for many tests.
+
+Planning:
+
+- `minimum_detectable_effect(n, sd=...)`: the smallest difference `n` pairs detect.
+- `required_sample_size(effect, sd=...)`: the pairs needed to detect `effect`.
+- `required_sample_size_proportions(p1, p2)`: samples per group for two independent rates.
+
+Repeated attempts (epochs):
+
+- `pass_at_k(n, c, k)`, `pass_hat_k(n, c, k)`: at least one / all of k attempts pass.
+- `pass_at_k_by_sample(...)`, `pass_hat_k_by_sample(...)`: the same for every sample.
+
+Judges:
+
+- `cohens_kappa(a, b)`: chance-corrected agreement of two label sequences.
+- `judge_agreement(judge, human)` -> `JudgeAgreement`: TPR, TNR, accuracy and kappa.
+- `corrected_pass_rate(observed_passes, n, tpr=..., tnr=..., ...)` -> `CorrectedRate`:
+  the pass rate corrected for judge errors (Rogan-Gladen) with a delta-method SE.
+
+- `normal_ppf(p)`: the inverse standard normal CDF (AS241), used by all of the above.
+"""
+
+from weakincentives.errors import InvalidStatisticError
+
+from ._intervals import (
+    ClusteredEstimate,
+    Interval,
+    MeanEstimate,
+    RateEstimate,
+    clustered_mean,
+    mean_ci,
+    wilson_interval,
+)
+from ._judge import (
+    CorrectedRate,
+    JudgeAgreement,
+    cohens_kappa,
+    corrected_pass_rate,
+    judge_agreement,
+)
+from ._multiple import benjamini_hochberg, holm
+from ._normal import normal_ppf
+from ._paired import McNemarResult, PairedComparison, mcnemar, paired_comparison
+from ._passk import pass_at_k, pass_at_k_by_sample, pass_hat_k, pass_hat_k_by_sample
+from ._power import (
+    minimum_detectable_effect,
+    required_sample_size,
+    required_sample_size_proportions,
+)
+
+__all__ = [
+    "ClusteredEstimate",
+    "CorrectedRate",
+    "Interval",
+    "InvalidStatisticError",
+    "JudgeAgreement",
+    "McNemarResult",
+    "MeanEstimate",
+    "PairedComparison",
+    "RateEstimate",
+    "benjamini_hochberg",
+    "clustered_mean",
+    "cohens_kappa",
+    "corrected_pass_rate",
+    "holm",
+    "judge_agreement",
+    "mcnemar",
+    "mean_ci",
+    "minimum_detectable_effect",
+    "normal_ppf",
+    "paired_comparison",
+    "pass_at_k",
+    "pass_at_k_by_sample",
+    "pass_hat_k",
+    "pass_hat_k_by_sample",
+    "required_sample_size",
+    "required_sample_size_proportions",
+    "wilson_interval",
+]
