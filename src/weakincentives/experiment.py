@@ -42,7 +42,9 @@ class Experiment:
         object.__setattr__(self, "flags", MappingProxyType(dict(self.flags)))
 
     def __hash__(self) -> int:
-        return hash((self.name, self.overrides_tag, tuple(sorted(self.flags.items(), key=str))))
+        # Flags are left out: their values may be unhashable (lists, dicts), and equal
+        # experiments still hash equal, which is all `__hash__` must guarantee.
+        return hash((self.name, self.overrides_tag))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Experiment):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import pydantic
 import pydantic_core
@@ -72,28 +72,38 @@ def format_validation_error(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-def load(tp: type[T] | Any, data: object) -> T:
+# Overloads: with a single `type[T] | Any` parameter mypy cannot infer T from a class,
+# so `x = load(Point, data)` needed an annotation; type forms (unions, Literal) give Any.
+@overload
+def load(tp: type[T], data: object) -> T: ...
+@overload
+def load(tp: Any, data: object) -> Any: ...
+def load(tp: Any, data: object) -> Any:
     """Coerce JSON-compatible `data` into `tp`.
 
     Raises:
         SerdeError: naming each failing field path.
     """
     try:
-        return cast(T, _adapter(cast(Any, tp)).validate_python(data))
+        return _adapter(tp).validate_python(data)
     except pydantic.ValidationError as exc:
         raise SerdeError(
             f"invalid {_type_name(tp)}: {format_validation_error(exc)}",
         ) from exc
 
 
-def loads(tp: type[T] | Any, data: str | bytes) -> T:
+@overload
+def loads(tp: type[T], data: str | bytes) -> T: ...
+@overload
+def loads(tp: Any, data: str | bytes) -> Any: ...
+def loads(tp: Any, data: str | bytes) -> Any:
     """Parse JSON text into `tp`.
 
     Raises:
         SerdeError: when the text is not JSON or does not validate.
     """
     try:
-        return cast(T, _adapter(cast(Any, tp)).validate_json(data))
+        return _adapter(tp).validate_json(data)
     except pydantic.ValidationError as exc:
         raise SerdeError(
             f"invalid {_type_name(tp)}: {format_validation_error(exc)}",

@@ -30,6 +30,7 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, ToolCall
 
+from ._cache import ResponseCache, cached_model_call
 from ._loop import run_prompt
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
 
@@ -87,6 +88,9 @@ class FunctionAdapter:
     """Model calls allowed per run before `TurnLimitExceededError`."""
     clock: Clock = field(default=SYSTEM_CLOCK)
     """Clock for timings."""
+    cache: ResponseCache | None = None
+    """Response cache for model turns (keyed by `model_name`, the function's qualified name
+    and the conversation; give each function its own `model_name` when they share a cache)."""
 
     def evaluate(
         self,
@@ -98,10 +102,18 @@ class FunctionAdapter:
         heartbeat: Heartbeat | None = None,
     ) -> PromptResponse[OutputT]:
         """Run `prompt` with the function model (see `ProviderAdapter.evaluate`)."""
+        call_model: Callable[[ModelRequest], ModelTurn] = self._call
+        if self.cache is not None:
+            call_model = cached_model_call(
+                self._call,
+                self.cache,
+                model_name=self.model_name,
+                parameters={"function": _qualified_name(self.model)},
+            )
         return run_prompt(
             prompt,
             session=session,
-            call_model=self._call,
+            call_model=call_model,
             deadline=deadline,
             budget=budget,
             heartbeat=heartbeat,
@@ -126,3 +138,9 @@ class FunctionAdapter:
         )
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)
+
+
+def _qualified_name(fn: object) -> str:
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{name}"

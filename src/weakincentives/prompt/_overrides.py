@@ -68,7 +68,8 @@ def validate_identifier(kind: str, value: str) -> str:
         OverridesError: when `value` could escape the store's directory or is malformed.
     """
     pattern = _NS_RE if kind == "namespace" else _TAG_RE
-    if not pattern.match(value):
+    # fullmatch, not match: `$` would accept a trailing newline ("latest\n").
+    if not pattern.fullmatch(value):
         raise OverridesError(
             f"invalid overrides {kind} {value!r}: use lowercase letters, digits, '.', '_' "
             "and '-' (namespaces may also use '/'), starting with a letter or digit",

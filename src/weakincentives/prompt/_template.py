@@ -60,14 +60,16 @@ class MarkdownSection(Generic[ParamsT]):
 
 
 def _check_placeholders(section: MarkdownSection[Any], text: str) -> None:
+    if not string.Template(text).is_valid():
+        # `string.Template.substitute` would raise a bare ValueError at render time.
+        raise PromptRenderError(
+            f"section {section.key!r} has a malformed placeholder (a `$` not followed by a "
+            "name); write `$$` for a literal dollar sign",
+        )
     allowed = section.field_names()
     if allowed is None:
         return
-    try:
-        names = _placeholders(text)
-    except ValueError as exc:
-        raise PromptRenderError(f"section {section.key!r}: malformed placeholder: {exc}") from exc
-    for name in names:
+    for name in _placeholders(text):
         if name not in allowed:
             raise PromptRenderError(
                 f"section {section.key!r} uses unknown placeholder ${name}; "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import BudgetExceededError, DeadlineExceededError
-from weakincentives.runtime.session._events import TokenUsage
+from weakincentives.runtime.session import TokenUsage
 
 __all__ = ["Budget", "BudgetTracker", "Deadline"]
 
