@@ -5,6 +5,8 @@ talks to any OpenAI-compatible server; `FunctionAdapter` makes a Python function
 for tests and offline demos.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from weakincentives.adapters._types import (
     Heartbeat,
     ModelRequest,
@@ -14,6 +16,19 @@ from weakincentives.adapters._types import (
 )
 from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
 
+if TYPE_CHECKING:
+    from weakincentives.adapters.openai import OpenAIAdapter
+
+
+def __getattr__(name: str) -> Any:
+    # Importing the openai SDK costs about a second: load it only when asked for.
+    if name == "OpenAIAdapter":
+        from weakincentives.adapters.openai import OpenAIAdapter
+
+        return OpenAIAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "FunctionAdapter",
     "FunctionModel",
@@ -21,6 +36,7 @@ __all__ = [
     "Heartbeat",
     "ModelRequest",
     "ModelTurn",
+    "OpenAIAdapter",
     "PromptResponse",
     "ProviderAdapter",
 ]
