@@ -81,6 +81,9 @@ def run_prompt(
         )
         model = turn.model or model
         tracker.record(turn.usage)
+        if deadline is not None:
+            # A late answer is a timeout, whatever it says: checked after the call too.
+            deadline.check(f"prompt {prompt.name}")
         messages.append(turn.message)
         if not turn.message.tool_calls:
             return _finish(

@@ -1,0 +1,308 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.helpers import ScriptedModel, calculator_model, calculator_tool
+from weakincentives.adapters import (
+    FunctionAdapter,
+    FunctionReply,
+    ModelRequest,
+    ProviderAdapter,
+)
+from weakincentives.clock import FakeClock
+from weakincentives.errors import (
+    AdapterResponseError,
+    BudgetExceededError,
+    DeadlineExceededError,
+    TurnLimitExceededError,
+)
+from weakincentives.prompt import (
+    MarkdownSection,
+    Prompt,
+    PromptTemplate,
+    Tool,
+    ToolContext,
+    ToolResult,
+)
+from weakincentives.runtime import Budget, Deadline
+from weakincentives.runtime.session import (
+    ChatMessage,
+    PromptExecuted,
+    PromptRendered,
+    Session,
+    TokenUsage,
+    ToolCall,
+    ToolInvoked,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    value: float
+    unit: str = ""
+
+
+def _prompt(output_type: type[Any] | None = None, *, tools: bool = True) -> Prompt[Any]:
+    template = PromptTemplate[Any](
+        ns="tests",
+        key="calc",
+        sections=(
+            MarkdownSection("Rules", "rules", "Use the calculator."),
+            MarkdownSection("Question", "question", "$question", role="user"),
+        ),
+        tools=(calculator_tool(),) if tools else (),
+        output_type=output_type,
+    )
+    return Prompt(template).bind(question="What is 6 * 7?")
+
+
+def test_text_answer_records_rendered_and_executed_events() -> None:
+    clock = FakeClock()
+    session = Session(clock=clock)
+    adapter = FunctionAdapter(lambda req: "forty-two", model_name="fn", clock=clock)
+
+    response = adapter.evaluate(_prompt(tools=False), session=session)
+
+    assert response.text == "forty-two"
+    assert response.output is None
+    assert response.model == "fn"
+    assert response.model_requests == 1
+    assert response.tool_calls == 0
+    assert [m.role for m in response.messages] == ["system", "user", "assistant"]
+    rendered = session[PromptRendered].latest()
+    assert rendered is not None
+    assert rendered.prompt_name == "tests/calc"
+    assert rendered.overrides_tag is None
+    assert rendered.rendered_at == clock.now()
+    executed = session[PromptExecuted].latest()
+    assert executed is not None
+    assert (executed.text, executed.model, executed.usage) == ("forty-two", "fn", response.usage)
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens > 0
+
+
+def test_request_describes_tools_and_output() -> None:
+    model = ScriptedModel('{"value": 1}')
+    FunctionAdapter(model).evaluate(_prompt(Answer), session=Session())
+    request = model.requests[0]
+    assert [t.name for t in request.tools] == ["calculate"]
+    assert request.output_type is Answer
+    assert request.output_schema is not None
+    assert request.output_schema["required"] == ["value"]
+    assert request.prompt_name == "tests/calc"
+    assert request.last_user_text() == "## Question\n\nWhat is 6 * 7?"
+    assert request.timeout is None
+
+
+def test_tool_results_reach_the_model_in_the_next_turn() -> None:
+    model = ScriptedModel(calculator_model, calculator_model)
+    session = Session()
+
+    response = FunctionAdapter(model).evaluate(_prompt(), session=session)
+
+    assert response.text == "42"
+    assert response.tool_calls == 1
+    assert response.model_requests == 2
+    second = model.requests[1]
+    assert second.turn == 1
+    assert second.tool_messages() == (
+        ChatMessage(role="tool", content="42", tool_call_id="call_0_0", name="calculate"),
+    )
+    invoked = session[ToolInvoked].all()
+    assert len(invoked) == 1
+    assert invoked[0].success
+    assert invoked[0].result.value == 42.0
+    assert invoked[0].prompt_name == "tests/calc"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error_prefix", "message_part"),
+    [
+        (
+            {"a": "six", "op": "*", "b": 7},
+            "ToolValidationError:",
+            "Invalid arguments for tool 'calculate'",
+        ),
+        ({"a": 6, "op": "^", "b": 7}, "ToolValidationError:", "op:"),
+        ({"a": 6, "op": "/", "b": 0}, "ZeroDivisionError:", "Tool 'calculate' failed"),
+    ],
+    ids=["invalid-number", "invalid-literal", "handler-raises"],
+)
+def test_failed_tool_calls_are_sent_back_and_recorded(
+    arguments: dict[str, Any], error_prefix: str, message_part: str
+) -> None:
+    model = ScriptedModel(FunctionReply.call("calculate", **arguments), "gave up")
+    session = Session()
+
+    response = FunctionAdapter(model).evaluate(_prompt(), session=session)
+
+    assert response.text == "gave up"
+    (tool_message,) = model.requests[1].tool_messages()
+    assert message_part in (tool_message.content or "")
+    (event,) = session[ToolInvoked].all()
+    assert not event.success
+    assert not event.result.success
+    assert event.error is not None
+    assert event.error.startswith(error_prefix)
+    assert event.result.message == tool_message.content
+
+
+def test_unknown_tool_is_reported_to_the_model_and_recorded() -> None:
+    model = ScriptedModel(FunctionReply.call("search", q="x"), "ok")
+    session = Session()
+    FunctionAdapter(model).evaluate(_prompt(), session=session)
+
+    (tool_message,) = model.requests[1].tool_messages()
+    assert tool_message.content == "Unknown tool 'search'. Available: calculate."
+    (event,) = session[ToolInvoked].all()
+    assert (event.name, event.success, event.error) == ("search", False, "UnknownTool: search")
+
+
+def test_several_calls_in_one_turn_run_in_order_with_their_ids() -> None:
+    reply = FunctionReply(
+        tool_calls=(
+            ToolCall(id="mine", name="calculate", arguments='{"a": 1, "op": "+", "b": 1}'),
+            ToolCall(id="", name="calculate", arguments='{"a": 2, "op": "*", "b": 3}'),
+        )
+    )
+    model = ScriptedModel(reply, "done")
+    session = Session()
+    response = FunctionAdapter(model).evaluate(_prompt(), session=session)
+
+    assert [(e.call_id, e.result.message) for e in session[ToolInvoked].all()] == [
+        ("mine", "2"),
+        ("call_0_1", "6"),
+    ]
+    assert [m.tool_call_id for m in model.requests[1].tool_messages()] == ["mine", "call_0_1"]
+    assert response.tool_calls == 2
+
+
+def test_turn_limit() -> None:
+    session = Session()
+    adapter = FunctionAdapter(
+        lambda req: FunctionReply.call("calculate", a=1, op="+", b=1), max_turns=3
+    )
+    with pytest.raises(TurnLimitExceededError, match="still calling tools after 3 turns"):
+        adapter.evaluate(_prompt(), session=session)
+    assert len(session[ToolInvoked].all()) == 3
+    assert session[PromptExecuted].all() == ()
+
+
+# -- structured output --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        FunctionReply(output=Answer(42.0, "units")),
+        '{"value": 42, "unit": "units"}',
+        '```json\n{"value": 42, "unit": "units"}\n```',
+        '  ```\n{"value": "42", "unit": "units"}\n```  ',
+    ],
+    ids=["output", "json", "fenced-json", "fenced-plain"],
+)
+def test_structured_output_is_parsed(reply: FunctionReply | str) -> None:
+    session = Session()
+    response = FunctionAdapter(ScriptedModel(reply)).evaluate(_prompt(Answer), session=session)
+    assert response.output == Answer(42.0, "units")
+    executed = session[PromptExecuted].latest()
+    assert executed is not None
+    assert executed.output == Answer(42.0, "units")
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        ('{"unit": "x"}', "value: Field required"),
+        ('{"value": "many"}', "value:"),
+        ("forty-two", "does not parse"),
+        ('Here it is: ```json\n{"value": 1}\n```', "does not parse"),
+        ("", "got no text"),
+    ],
+    ids=["missing-field", "wrong-type", "not-json", "prose-around-fence", "empty"],
+)
+def test_structured_output_that_does_not_validate(reply: str, match: str) -> None:
+    session = Session()
+    adapter = FunctionAdapter(ScriptedModel(reply))
+    with pytest.raises(AdapterResponseError, match=match):
+        adapter.evaluate(_prompt(Answer), session=session)
+    assert session[PromptExecuted].all() == ()
+
+
+# -- limits and heartbeats -------------------------------------------------------------------
+
+
+def test_deadline_passes_while_the_model_works() -> None:
+    clock = FakeClock()
+    deadline = Deadline.after(10, clock=clock)
+
+    def slow(request: ModelRequest) -> FunctionReply | str:
+        assert request.timeout == 10 - 6 * request.turn
+        clock.advance(6)
+        return FunctionReply.call("calculate", a=1, op="+", b=1)
+
+    session = Session(clock=clock)
+    with pytest.raises(DeadlineExceededError, match="prompt tests/calc passed its deadline"):
+        FunctionAdapter(slow, clock=clock).evaluate(_prompt(), session=session, deadline=deadline)
+    assert len(session[ToolInvoked].all()) == 2
+
+
+def test_budget_is_enforced_after_each_model_call() -> None:
+    usage = TokenUsage(input_tokens=40, output_tokens=10)
+    model = ScriptedModel(
+        FunctionReply(
+            tool_calls=FunctionReply.call("calculate", a=1, op="+", b=1).tool_calls, usage=usage
+        ),
+        FunctionReply(text="done", usage=usage),
+    )
+    with pytest.raises(BudgetExceededError, match="100 total tokens used, limit 99"):
+        FunctionAdapter(model).evaluate(
+            _prompt(), session=Session(), budget=Budget(max_total_tokens=99)
+        )
+
+
+def test_budget_not_exceeded_reports_the_explicit_usage() -> None:
+    usage = TokenUsage(input_tokens=40, output_tokens=10, cached_tokens=5)
+    model = ScriptedModel(FunctionReply(text="done", usage=usage))
+    response = FunctionAdapter(model).evaluate(
+        _prompt(), session=Session(), budget=Budget(max_total_tokens=50)
+    )
+    assert response.usage == usage
+
+
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    pass
+
+
+def test_heartbeat_runs_every_turn_and_reaches_tools() -> None:
+    beats: list[str] = []
+
+    def model(request: ModelRequest) -> FunctionReply | str:
+        return "done" if request.turn else FunctionReply.call("probe")
+
+    def probe(params: NoParams, context: ToolContext) -> ToolResult:
+        assert context.heartbeat is not None
+        context.heartbeat()
+        return ToolResult(message="ok")
+
+    template = PromptTemplate[str](
+        ns="tests",
+        key="beat",
+        sections=(MarkdownSection("", "s", "go", role="user"),),
+        tools=(Tool(name="probe", description="p", params_type=NoParams, handler=probe),),
+    )
+    session = Session()
+    FunctionAdapter(model).evaluate(
+        Prompt(template), session=session, heartbeat=lambda: beats.append("beat")
+    )
+    assert len(beats) == 3  # one per turn (two) and one from the tool
+    assert [e.success for e in session[ToolInvoked].all()] == [True]
+
+
+def test_function_adapter_is_a_provider_adapter() -> None:
+    adapter: ProviderAdapter = FunctionAdapter(lambda req: "ok")
+    assert adapter.evaluate(_prompt(tools=False), session=Session()).text == "ok"

@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+import pytest
+
+from weakincentives import serde
+from weakincentives.errors import SerdeError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Box(Generic[T]):
+    item: T
+    extras: tuple[T, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    kind: Literal["line", "polygon"]
+    points: tuple[Point, ...]
+    label: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    id: UUID
+    created: datetime
+    day: date
+    shapes: tuple[Shape, ...]
+    tags: Mapping[str, int] = field(default_factory=dict)
+    value: int | str = 0
+    boxed: Box[Point] | None = None
+    pair: tuple[int, str] = (0, "")
+
+
+RECORD = Record(
+    id=UUID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+    created=datetime(2024, 3, 4, 5, 6, 7, 890000, tzinfo=timezone(timedelta(hours=-5))),
+    day=date(2024, 3, 4),
+    shapes=(Shape("line", (Point(0, 0), Point(1, 2))), Shape("polygon", (), label="empty")),
+    tags={"a": 1, "b": 2},
+    value="text",
+    boxed=Box(Point(3, 4), (Point(5, 6),)),
+    pair=(7, "seven"),
+)
+
+
+def test_nested_record_round_trips_through_json() -> None:
+    restored = serde.loads(Record, serde.dumps(RECORD))
+    assert restored == RECORD
+    assert restored.created.utcoffset() == timedelta(hours=-5)
+    assert isinstance(restored.id, UUID)
+    assert isinstance(restored.boxed, Box)
+    assert restored.boxed.extras == (Point(5, 6),)
+
+
+def test_dump_produces_json_compatible_data() -> None:
+    data = serde.dump(RECORD)
+    assert data["id"] == "0f8fad5b-d9cb-469f-a165-70867728950e"
+    assert data["created"] == "2024-03-04T05:06:07.890000-05:00"
+    assert data["shapes"][0] == {
+        "kind": "line",
+        "points": [{"x": 0, "y": 0}, {"x": 1, "y": 2}],
+        "label": None,
+    }
+    assert data["pair"] == [7, "seven"]
+    assert json.loads(json.dumps(data)) == data
+    assert serde.load(Record, data) == RECORD
+
+
+@pytest.mark.parametrize(
+    ("tp", "data", "expected"),
+    [
+        (Box[int], {"item": "3", "extras": [1, "2"]}, Box(3, (1, 2))),
+        (Box[Point], {"item": {"x": 1, "y": 2}}, Box(Point(1, 2))),
+        (int | str, 5, 5),
+        (int | str, "five", "five"),
+        (Literal["a", "b"], "b", "b"),
+        (Mapping[str, float], {"x": 1}, {"x": 1.0}),
+        (tuple[int, ...], [1, 2, 3], (1, 2, 3)),
+        (
+            UUID,
+            "0f8fad5b-d9cb-469f-a165-70867728950e",
+            UUID("0f8fad5b-d9cb-469f-a165-70867728950e"),
+        ),
+        (datetime, "2024-01-01T00:00:00Z", datetime(2024, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_load_coerces_into_the_type(tp: Any, data: object, expected: object) -> None:
+    assert serde.load(tp, data) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "field_path"),
+    [
+        ({**serde.dump(RECORD), "id": "not-a-uuid"}, "id"),
+        ({**serde.dump(RECORD), "created": "yesterday"}, "created"),
+        ({**serde.dump(RECORD), "tags": {"a": "x"}}, "tags.a"),
+        ({**serde.dump(RECORD), "pair": [1]}, "pair.1"),
+        (
+            {**serde.dump(RECORD), "shapes": [{"kind": "circle", "points": []}]},
+            "shapes.0.kind",
+        ),
+        (
+            {**serde.dump(RECORD), "shapes": [{"kind": "line", "points": [{"x": 1}]}]},
+            "shapes.0.points.0.y",
+        ),
+        ({k: v for k, v in serde.dump(RECORD).items() if k != "day"}, "day"),
+    ],
+    ids=["uuid", "datetime", "mapping", "tuple", "literal", "nested-missing", "missing"],
+)
+def test_load_error_names_the_field(data: object, field_path: str) -> None:
+    with pytest.raises(SerdeError, match=rf"invalid Record: .*\b{field_path}: "):
+        serde.load(Record, data)
+
+
+def test_load_error_names_every_failing_field() -> None:
+    with pytest.raises(SerdeError) as info:
+        serde.load(Point, {"x": "a", "y": "b"})
+    assert "x: " in str(info.value)
+    assert "; y: " in str(info.value)
+
+
+@pytest.mark.parametrize("text", [b"{not json", b"", b"[1, 2]"])
+def test_loads_rejects_bad_json(text: bytes) -> None:
+    with pytest.raises(SerdeError, match="invalid Point"):
+        serde.loads(Point, text)
+
+
+def test_serde_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="invalid Point"):
+        serde.load(Point, None)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (ValueError("boom"), "ValueError: boom"),
+        ((1, "a"), [1, "a"]),
+        ({"k": (1, 2)}, {"k": [1, 2]}),
+    ],
+)
+def test_dump_handles_common_non_json_values(value: object, expected: object) -> None:
+    assert serde.dump(value) == expected
+
+
+@pytest.mark.parametrize("value", [{3, 1, 2}, frozenset({"b", "a"})])
+def test_sets_dump_as_lists(value: set[Any] | frozenset[Any]) -> None:
+    dumped = serde.dump(value)
+    assert isinstance(dumped, list)
+    assert sorted(dumped) == sorted(value)
+
+
+class Opaque:
+    pass
+
+
+@pytest.mark.parametrize("fn", [serde.dump, serde.dumps])
+def test_unserializable_values_raise_serde_error(fn: Any) -> None:
+    with pytest.raises(SerdeError, match="Opaque"):
+        fn({"nested": Opaque()})
+
+
+def test_dumps_is_compact_json_bytes() -> None:
+    assert serde.dumps(Point(1, 2)) == b'{"x":1,"y":2}'
+
+
+def test_json_schema_describes_required_fields_and_literals() -> None:
+    schema = serde.json_schema(Shape)
+    assert schema["required"] == ["kind", "points"]
+    assert schema["properties"]["kind"]["enum"] == ["line", "polygon"]
