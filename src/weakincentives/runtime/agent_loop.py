@@ -90,6 +90,7 @@ class AgentLoop(Generic[RequestT, OutputT]):
         deadline: Deadline | float | None = None,
         budget: Budget | None = None,
         heartbeat: Heartbeat | None = None,
+        on_prepared: Callable[[Session], None] | None = None,
     ) -> tuple[PromptResponse[OutputT], Session]:
         """Run `request` and return the response and the session that recorded it.
 
@@ -99,6 +100,8 @@ class AgentLoop(Generic[RequestT, OutputT]):
             deadline: A `Deadline`, or seconds from now.
             budget: Token limits for the run.
             heartbeat: Called between turns and tool calls.
+            on_prepared: Called with the session once it is prepared, before the model
+                runs (debug bundles snapshot "session before" here).
 
         Raises:
             DeadlineExceededError: the run passed its deadline.
@@ -109,6 +112,8 @@ class AgentLoop(Generic[RequestT, OutputT]):
         if isinstance(deadline, int | float):
             deadline = Deadline.after(float(deadline), clock=self.clock)
         prompt, session = self.prepare(request, experiment=exp)
+        if on_prepared is not None:
+            on_prepared(session)
         response = self.adapter.evaluate(
             prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
         )
@@ -150,6 +155,7 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
         deadline: Deadline | float | None = None,
         budget: Budget | None = None,
         heartbeat: Heartbeat | None = None,
+        on_prepared: Callable[[Session], None] | None = None,
     ) -> tuple[PromptResponse[OutputT], Session]:
         """Call the function under `experiment` (deadline is checked after the call)."""
         del budget, heartbeat
@@ -157,6 +163,8 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
             deadline = Deadline.after(float(deadline), clock=self.clock)
         session = self.create_session()
         session.dispatch(experiment or BASELINE)
+        if on_prepared is not None:
+            on_prepared(session)
         start = self.clock.monotonic()
         kwargs: dict[str, Any] = {"session": session} if self._wants_session else {}
         output = self.fn(request, **kwargs)
