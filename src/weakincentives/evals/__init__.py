@@ -1,0 +1,157 @@
+"""Evaluation: datasets, scoring, runners, reports and statistics.
+
+Use it to run the agent you ship (an `AgentLoop`) over a dataset, score each output,
+and read the results as a report with honest numbers:
+
+- `Sample`, `Dataset` (`Dataset.load(path, InputType, ExpectedType)` reads JSONL);
+- `Score` (with named `Metric`s), `EvalRequest`, `EvalResult`;
+- `EvalReport`: pass rate (errors count as not passed), intervals, per-experiment
+  breakdowns, paired A/B comparisons (`compare_experiments`, `compare_all`), pass@k,
+  slicing (`group_by`, `summarize`), `save`/`load`, `render`, `to_json`;
+- evaluators: `exact_match`, `contains`, `regex_match`, `json_equal`, `numeric_close`,
+  combinators (`all_of`, `any_of`, `not_`, `threshold`), session evaluators
+  (`tool_called`, `tool_sequence`, `token_usage_under`, ...) and LLM judges (`llm_judge`,
+  `pairwise_judge`); `run_evaluator` and `is_session_aware` tell plain from session-aware;
+- `stats`: the statistics behind the report (Wilson, paired tests, McNemar, pass@k...);
+- `Experiment`, `BASELINE`, `CONTROL`, re-exported from `weakincentives.experiment`.
+"""
+
+from weakincentives.experiment import BASELINE, CONTROL, Experiment
+
+from . import stats
+from ._analysis import FlakySample, GroupKey, Summary, flaky_samples, group_by, summarize
+from ._comparison import ExperimentComparison, FlippedSample, compare_all, compare_results
+from ._dataset import Dataset, dataset_sha256, iter_jsonl, load_jsonl
+from ._evaluator_core import (
+    Evaluator,
+    SessionEvaluator,
+    adapt,
+    classify_error,
+    evaluator_name,
+    is_session_aware,
+    run_evaluator,
+    session_aware,
+)
+from ._evaluators import all_of, any_of, contains, contains_ci, exact_match, not_, threshold
+from ._export import report_to_dict
+from ._judge import (
+    JUDGE_TEMPLATE,
+    PAIRWISE_TEMPLATE,
+    PASSING_RATINGS,
+    RATING_VALUES,
+    JudgeOutput,
+    JudgeParams,
+    JudgeRating,
+    PairwiseJudge,
+    PairwiseJudgment,
+    PairwiseOutput,
+    PairwiseParams,
+    PairwiseVerdict,
+    PairwiseWinner,
+    llm_judge,
+    pairwise_judge,
+)
+from ._matchers import json_equal, numeric_close, regex_match, regex_search
+from ._render import render_report
+from ._report import EvalReport
+from ._report_io import REPORT_FORMAT, REPORT_VERSION
+from ._session_evaluators import (
+    all_tools_succeeded,
+    latency_under,
+    max_model_requests,
+    slice_contains,
+    token_usage_under,
+    tool_args_match,
+    tool_call_count,
+    tool_called,
+    tool_not_called,
+    tool_sequence,
+)
+from ._types import (
+    ERROR_KINDS,
+    ErrorKind,
+    EvalRequest,
+    EvalResult,
+    Metric,
+    Sample,
+    Score,
+    ToolCallRecord,
+)
+
+__all__ = [
+    "BASELINE",
+    "CONTROL",
+    "ERROR_KINDS",
+    "JUDGE_TEMPLATE",
+    "PAIRWISE_TEMPLATE",
+    "PASSING_RATINGS",
+    "RATING_VALUES",
+    "REPORT_FORMAT",
+    "REPORT_VERSION",
+    "Dataset",
+    "ErrorKind",
+    "EvalReport",
+    "EvalRequest",
+    "EvalResult",
+    "Evaluator",
+    "Experiment",
+    "ExperimentComparison",
+    "FlakySample",
+    "FlippedSample",
+    "GroupKey",
+    "JudgeOutput",
+    "JudgeParams",
+    "JudgeRating",
+    "Metric",
+    "PairwiseJudge",
+    "PairwiseJudgment",
+    "PairwiseOutput",
+    "PairwiseParams",
+    "PairwiseVerdict",
+    "PairwiseWinner",
+    "Sample",
+    "Score",
+    "SessionEvaluator",
+    "Summary",
+    "ToolCallRecord",
+    "adapt",
+    "all_of",
+    "all_tools_succeeded",
+    "any_of",
+    "classify_error",
+    "compare_all",
+    "compare_results",
+    "contains",
+    "contains_ci",
+    "dataset_sha256",
+    "evaluator_name",
+    "exact_match",
+    "flaky_samples",
+    "group_by",
+    "is_session_aware",
+    "iter_jsonl",
+    "json_equal",
+    "latency_under",
+    "llm_judge",
+    "load_jsonl",
+    "max_model_requests",
+    "not_",
+    "numeric_close",
+    "pairwise_judge",
+    "regex_match",
+    "regex_search",
+    "render_report",
+    "report_to_dict",
+    "run_evaluator",
+    "session_aware",
+    "slice_contains",
+    "stats",
+    "summarize",
+    "threshold",
+    "token_usage_under",
+    "tool_args_match",
+    "tool_call_count",
+    "tool_called",
+    "tool_not_called",
+    "tool_sequence",
+]

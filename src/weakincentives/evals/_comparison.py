@@ -1,0 +1,278 @@
+"""A/B comparison of two experiments run on the same samples, with paired statistics.
+
+Results are paired by `(sample_id, epoch)`. Paired statistics (delta, interval, p-value,
+McNemar, bootstrap, detectable effect) use the pairs only; samples that ran under one
+experiment but not the other are counted in `unpaired_baseline` / `unpaired_treatment`
+and never silently dropped. The headline pass rates use *all* results of each experiment.
+Errors count as not passed (and score 0) everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from . import stats
+from ._analysis import score_of
+from ._types import EvalResult
+
+if TYPE_CHECKING:
+    from ._report import EvalReport
+
+__all__ = ["ExperimentComparison", "FlippedSample", "compare_all", "compare_results"]
+
+PairKey = tuple[str, int]
+"""`(sample_id, epoch)`: what pairs a baseline result with a treatment result."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlippedSample:
+    """A pair whose verdict differs between baseline and treatment."""
+
+    sample_id: str
+    """The sample."""
+    epoch: int
+    """The epoch of the pair."""
+    baseline: EvalResult
+    """The baseline's result."""
+    treatment: EvalResult
+    """The treatment's result."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentComparison:
+    """Treatment against baseline: pass rates, paired delta with interval, tests, flips.
+
+    Example::
+
+        c = report.compare_experiments("baseline", "concise")
+        print(f"{c.delta:+.1%} [{c.delta_ci.low:+.1%}, {c.delta_ci.high:+.1%}], p={c.p_value:.3f}")
+        print("regressed:", [f.sample_id for f in c.regressions])
+    """
+
+    baseline_name: str
+    """Name of the baseline experiment."""
+    treatment_name: str
+    """Name of the treatment experiment."""
+    baseline: stats.RateEstimate
+    """Baseline pass rate over all its results, with its Wilson interval."""
+    treatment: stats.RateEstimate
+    """Treatment pass rate over all its results, with its Wilson interval."""
+    n_pairs: int
+    """Number of `(sample_id, epoch)` pairs present in both experiments."""
+    paired: stats.PairedComparison | None
+    """Paired comparison of pass/fail (1/0) on the pairs, with McNemar; None without pairs."""
+    score_paired: stats.PairedComparison | None
+    """Paired comparison of scores (errors = 0) on the pairs; None without pairs."""
+    regressions: tuple[FlippedSample, ...]
+    """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
+    improvements: tuple[FlippedSample, ...]
+    """Pairs where the treatment passed and the baseline did not (McNemar's `c`)."""
+    unpaired_baseline: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the baseline has."""
+    unpaired_treatment: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the treatment has."""
+    duplicates: int = 0
+    """Results ignored because their key already appeared in the same experiment."""
+    p_value_holm: float | None = None
+    """Holm-adjusted `p_value` when made by `compare_all`, else None."""
+    p_value_bh: float | None = None
+    """Benjamini-Hochberg-adjusted `p_value` when made by `compare_all`, else None."""
+
+    @property
+    def baseline_pass_rate(self) -> float:
+        """Pass rate of the baseline (passed / total, errors count as not passed)."""
+        return self.baseline.rate
+
+    @property
+    def treatment_pass_rate(self) -> float:
+        """Pass rate of the treatment."""
+        return self.treatment.rate
+
+    @property
+    def pass_rate_delta(self) -> float:
+        """Treatment minus baseline pass rate (over all results; see `delta` for pairs)."""
+        return self.treatment.rate - self.baseline.rate
+
+    @property
+    def relative_improvement(self) -> float | None:
+        """`pass_rate_delta / baseline_pass_rate` as a fraction (0.25 = +25%); None at 0."""
+        if self.baseline.rate == 0:
+            return None
+        return self.pass_rate_delta / self.baseline.rate
+
+    @property
+    def delta(self) -> float:
+        """Paired pass-rate difference on the pairs (NaN without pairs)."""
+        return self.paired.delta if self.paired is not None else math.nan
+
+    @property
+    def delta_ci(self) -> stats.Interval:
+        """Normal interval of the paired delta (NaN ends with fewer than 2 pairs)."""
+        return self.paired.interval if self.paired else stats.Interval(math.nan, math.nan)
+
+    @property
+    def bootstrap_ci(self) -> stats.Interval:
+        """Seeded paired-bootstrap interval of the delta: a cross-check of `delta_ci`."""
+        if self.paired is None:
+            return stats.Interval(math.nan, math.nan)
+        return self.paired.bootstrap_interval
+
+    @property
+    def mcnemar(self) -> stats.McNemarResult | None:
+        """McNemar's test on the discordant pairs (None without pairs)."""
+        return self.paired.mcnemar if self.paired is not None else None
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided p-value of the pass/fail difference (NaN without pairs).
+
+        McNemar's test on the discordant pairs, exact up to 25 of them.
+        """
+        test = self.mcnemar
+        if test is not None:
+            return test.p_value
+        return self.paired.p_value if self.paired is not None else math.nan
+
+    @property
+    def discordant(self) -> tuple[int, int]:
+        """`(b, c)`: pairs that went pass -> fail and fail -> pass."""
+        return (len(self.regressions), len(self.improvements))
+
+    @property
+    def minimum_detectable_effect(self) -> float:
+        """Smallest pass-rate delta these pairs detect at 80% power (NaN under 2 pairs)."""
+        return self.paired.minimum_detectable_effect if self.paired is not None else math.nan
+
+    @property
+    def unpaired(self) -> int:
+        """Number of results left without a partner (both sides)."""
+        return len(self.unpaired_baseline) + len(self.unpaired_treatment)
+
+
+def compare_results(
+    baseline: Iterable[EvalResult],
+    treatment: Iterable[EvalResult],
+    *,
+    baseline_name: str,
+    treatment_name: str,
+    confidence: float = 0.95,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+) -> ExperimentComparison:
+    """Compare two lists of results pair by pair (see the module docstring)."""
+    base_all = tuple(baseline)
+    treat_all = tuple(treatment)
+    base, base_dups = _index(base_all)
+    treat, treat_dups = _index(treat_all)
+    keys = [key for key in base if key in treat]
+    pairs = [(base[key], treat[key]) for key in keys]
+    paired = score_paired = None
+    if pairs:
+        paired = stats.paired_comparison(
+            [float(b.passed) for b, _ in pairs],
+            [float(t.passed) for _, t in pairs],
+            binary=True,
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+        )
+        score_paired = stats.paired_comparison(
+            [score_of(b) for b, _ in pairs],
+            [score_of(t) for _, t in pairs],
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+        )
+    return ExperimentComparison(
+        baseline_name=baseline_name,
+        treatment_name=treatment_name,
+        baseline=_rate(base_all, confidence),
+        treatment=_rate(treat_all, confidence),
+        n_pairs=len(pairs),
+        paired=paired,
+        score_paired=score_paired,
+        regressions=_flips(keys, pairs, regressions=True),
+        improvements=_flips(keys, pairs, regressions=False),
+        unpaired_baseline=tuple(key for key in base if key not in treat),
+        unpaired_treatment=tuple(key for key in treat if key not in base),
+        duplicates=base_dups + treat_dups,
+    )
+
+
+def compare_all(
+    report: EvalReport,
+    baseline: str,
+    *,
+    treatments: Sequence[str] | None = None,
+    confidence: float = 0.95,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+) -> Mapping[str, ExperimentComparison]:
+    """Compare every other experiment (or `treatments`) with `baseline`.
+
+    With many treatments some "significant" result is likely by chance, so each
+    comparison also carries its Holm (family-wise) and Benjamini-Hochberg (false
+    discovery rate) adjusted p-values over the family; compare those with alpha.
+    Comparisons without pairs have no p-value and are left out of the adjustment.
+
+    Raises:
+        ConfigurationError: an experiment name has no results.
+    """
+    names = (
+        [name for name in report.experiment_names if name != baseline]
+        if treatments is None
+        else list(treatments)
+    )
+    comparisons = {
+        name: report.compare_experiments(
+            baseline,
+            name,
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+        )
+        for name in names
+    }
+    tested = [name for name, c in comparisons.items() if math.isfinite(c.p_value)]
+    p_values = [comparisons[name].p_value for name in tested]
+    holm = stats.holm(p_values)
+    bh = stats.benjamini_hochberg(p_values)
+    for name, p_holm, p_bh in zip(tested, holm, bh, strict=True):
+        comparisons[name] = replace(comparisons[name], p_value_holm=p_holm, p_value_bh=p_bh)
+    return comparisons
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _index(results: Sequence[EvalResult]) -> tuple[dict[PairKey, EvalResult], int]:
+    index: dict[PairKey, EvalResult] = {}
+    duplicates = 0
+    for result in results:
+        key = (result.sample_id, result.epoch)
+        if key in index:
+            duplicates += 1
+        else:
+            index[key] = result
+    return index, duplicates
+
+
+def _rate(results: Sequence[EvalResult], confidence: float) -> stats.RateEstimate:
+    passed = sum(1 for r in results if r.passed)
+    return stats.wilson_interval(passed, len(results), confidence=confidence)
+
+
+def _flips(
+    keys: Sequence[PairKey],
+    pairs: Sequence[tuple[EvalResult, EvalResult]],
+    *,
+    regressions: bool,
+) -> tuple[FlippedSample, ...]:
+    return tuple(
+        FlippedSample(sample_id, epoch, b, t)
+        for (sample_id, epoch), (b, t) in zip(keys, pairs, strict=True)
+        if b.passed != t.passed and b.passed is regressions
+    )

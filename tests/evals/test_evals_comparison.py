@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+from weakincentives.evals import (
+    EvalReport,
+    EvalResult,
+    ExperimentComparison,
+    Score,
+    compare_all,
+    compare_results,
+    stats,
+)
+
+# (baseline passed, treatment passed); None = the treatment errored (counts as not passed)
+PAIRS: dict[str, tuple[int, int | None]] = {
+    "s0": (1, 1),
+    "s1": (1, 1),
+    "s2": (1, 0),  # regression
+    "s3": (0, 1),  # improvement
+    "s4": (0, 1),  # improvement
+    "s5": (1, None),  # regression through an error
+    "s6": (0, 1),  # improvement
+    "s7": (0, 0),
+    "s8": (1, 1),
+    "s9": (0, 1),  # improvement
+    "s10": (1, 1),
+    "s11": (0, 0),
+}
+
+
+def result(
+    sample_id: str,
+    experiment: str,
+    passed: bool,
+    *,
+    value: float | None = None,
+    epoch: int = 0,
+    error: bool = False,
+) -> EvalResult:
+    score = Score(value=float(passed) if value is None else value, passed=passed)
+    return EvalResult(
+        sample_id=sample_id,
+        experiment_name=experiment,
+        score=score,
+        latency_ms=1.0,
+        epoch=epoch,
+        error="boom" if error else None,
+        error_kind="agent" if error else None,
+    )
+
+
+def paired_report() -> EvalReport:
+    results = [result(sid, "baseline", bool(b)) for sid, (b, _) in PAIRS.items()]
+    results.append(result("only_base", "baseline", True))
+    for sid, (_, t) in PAIRS.items():
+        # treatment passes score 0.8; the errored one carries a stale value that must count 0
+        if t is None:
+            results.append(result(sid, "v2", True, value=0.7, error=True))
+        else:
+            results.append(result(sid, "v2", bool(t), value=0.8 if t else 0.0))
+    results.append(result("only_treat", "v2", False))
+    return EvalReport(results=tuple(results))
+
+
+@pytest.fixture
+def comparison() -> ExperimentComparison:
+    return paired_report().compare_experiments("baseline", "v2")
+
+
+def test_headline_pass_rates_use_all_results_with_errors_as_failures(
+    comparison: ExperimentComparison,
+) -> None:
+    assert comparison.baseline_name == "baseline"
+    assert comparison.treatment_name == "v2"
+    assert comparison.baseline_pass_rate == pytest.approx(7 / 13)
+    assert comparison.treatment_pass_rate == pytest.approx(8 / 13)
+    assert comparison.pass_rate_delta == pytest.approx(1 / 13)
+    assert comparison.relative_improvement == pytest.approx((1 / 13) / (7 / 13))
+    assert comparison.baseline == stats.wilson_interval(7, 13)
+
+
+def test_pairs_flips_and_unpaired_samples(comparison: ExperimentComparison) -> None:
+    assert comparison.n_pairs == 12
+    assert [f.sample_id for f in comparison.regressions] == ["s2", "s5"]
+    assert [f.sample_id for f in comparison.improvements] == ["s3", "s4", "s6", "s9"]
+    assert comparison.discordant == (2, 4)
+    assert comparison.regressions[1].treatment.error == "boom"
+    assert comparison.unpaired_baseline == (("only_base", 0),)
+    assert comparison.unpaired_treatment == (("only_treat", 0),)
+    assert comparison.unpaired == 2
+
+
+def test_paired_statistics_match_the_stats_functions(comparison: ExperimentComparison) -> None:
+    base = [float(b) for b, _ in PAIRS.values()]
+    treat = [float(bool(t)) for _, t in PAIRS.values()]
+    expected = stats.paired_comparison(base, treat, binary=True)
+    assert comparison.paired == expected
+    assert comparison.delta == pytest.approx(2 / 12)
+    assert comparison.delta_ci == expected.interval
+    assert comparison.bootstrap_ci == expected.bootstrap_interval
+    assert comparison.minimum_detectable_effect == expected.minimum_detectable_effect
+    mcnemar = stats.mcnemar(2, 4)
+    assert comparison.mcnemar == mcnemar
+    assert mcnemar.exact
+    assert comparison.p_value == mcnemar.p_value
+
+
+def test_mcnemar_p_value_agrees_with_statsmodels(comparison: ExperimentComparison) -> None:
+    # table rows: baseline pass/fail; columns: treatment pass/fail
+    table = [[4, 2], [4, 2]]
+    assert comparison.p_value == pytest.approx(sm_mcnemar(table, exact=True).pvalue)
+
+
+def test_score_comparison_counts_errors_as_zero(comparison: ExperimentComparison) -> None:
+    base = [float(b) for b, _ in PAIRS.values()]
+    treat = [0.8 if t else 0.0 for _, t in PAIRS.values()]
+    assert comparison.score_paired == stats.paired_comparison(base, treat)
+
+
+def test_seed_and_confidence_reach_the_statistics() -> None:
+    report = paired_report()
+    narrow = report.compare_experiments("baseline", "v2", confidence=0.8, seed=7)
+    assert narrow.paired is not None
+    assert narrow.paired.confidence == 0.8
+    assert narrow.delta_ci.width < report.compare_experiments("baseline", "v2").delta_ci.width
+    base = [float(b) for b, _ in PAIRS.values()]
+    treat = [float(bool(t)) for _, t in PAIRS.values()]
+    expected = stats.paired_comparison(base, treat, confidence=0.8, seed=7, binary=True)
+    assert narrow.bootstrap_ci == expected.bootstrap_interval
+
+
+def test_results_pair_by_sample_and_epoch_and_duplicates_are_counted() -> None:
+    baseline = [
+        result("a", "b", True, epoch=0),
+        result("a", "b", False, epoch=1),
+        result("a", "b", False, epoch=0),  # a duplicate delivery: the first one is used
+    ]
+    treatment = [result("a", "t", False, epoch=0)]
+    c = compare_results(baseline, treatment, baseline_name="b", treatment_name="t")
+    assert c.n_pairs == 1
+    assert c.unpaired_baseline == (("a", 1),)
+    assert c.duplicates == 1
+    assert [(f.sample_id, f.epoch) for f in c.regressions] == [("a", 0)]
+    assert math.isnan(c.p_value) is False  # McNemar is defined with one pair
+    assert math.isnan(c.delta_ci.low)  # but no interval under two pairs
+
+
+def test_no_pairs_gives_nan_statistics_but_counts_everything() -> None:
+    c = compare_results(
+        [result("a", "b", True)], [result("z", "t", True)], baseline_name="b", treatment_name="t"
+    )
+    assert c.n_pairs == 0
+    assert c.paired is None
+    assert c.score_paired is None
+    assert c.mcnemar is None
+    assert math.isnan(c.delta)
+    assert math.isnan(c.p_value)
+    assert math.isnan(c.bootstrap_ci.low)
+    assert math.isnan(c.minimum_detectable_effect)
+    assert c.discordant == (0, 0)
+    assert c.unpaired == 2
+    assert c.pass_rate_delta == 0.0
+
+
+def test_relative_improvement_is_none_when_the_baseline_never_passes() -> None:
+    c = compare_results(
+        [result("a", "b", False)], [result("a", "t", True)], baseline_name="b", treatment_name="t"
+    )
+    assert c.relative_improvement is None
+    assert c.pass_rate_delta == 1.0
+
+
+def many_treatments() -> EvalReport:
+    n = 30
+    results = [result(f"s{i}", "baseline", i % 2 == 0) for i in range(n)]
+    for name, extra in (("small", 2), ("large", 10), ("none", 0)):
+        # flip `extra` failing baseline samples to passes
+        failing = [i for i in range(n) if i % 2 == 1][:extra]
+        results += [result(f"s{i}", name, i % 2 == 0 or i in failing) for i in range(n)]
+    results.append(result("new", "tiny", True))  # no pairs: no p-value to adjust
+    return EvalReport(results=tuple(results))
+
+
+def test_compare_all_adjusts_p_values_with_holm_and_benjamini_hochberg() -> None:
+    report = many_treatments()
+    comparisons = compare_all(report, "baseline")
+    assert list(comparisons) == ["small", "large", "none", "tiny"]
+    tested = ["small", "large", "none"]
+    raw = [comparisons[name].p_value for name in tested]
+    assert raw == [stats.mcnemar(0, e).p_value for e in (2, 10, 0)]
+    holm = stats.holm(raw)
+    bh = stats.benjamini_hochberg(raw)
+    for name, p_holm, p_bh in zip(tested, holm, bh, strict=True):
+        assert comparisons[name].p_value_holm == p_holm
+        assert comparisons[name].p_value_bh == p_bh
+    assert comparisons["large"].p_value_holm == pytest.approx(3 * comparisons["large"].p_value)
+    assert comparisons["tiny"].p_value_holm is None
+    assert report.compare_all("baseline")["large"].p_value_bh == comparisons["large"].p_value_bh
+
+
+def test_compare_all_with_chosen_treatments() -> None:
+    comparisons = compare_all(many_treatments(), "baseline", treatments=["large"])
+    assert list(comparisons) == ["large"]
+    assert comparisons["large"].p_value_holm == comparisons["large"].p_value
