@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+
 from tests.helpers.fake_openai_server import (
     FakeOpenAIServer,
     RecordedRequest,
@@ -23,7 +24,6 @@ from tests.helpers.fake_openai_server import (
     raw,
     usage,
 )
-
 from weakincentives import serde
 from weakincentives.adapters import ModelRequest
 from weakincentives.adapters.openai import OpenAIAdapter

@@ -7,6 +7,14 @@ for tests and offline demos.
 
 from typing import TYPE_CHECKING, Any
 
+from weakincentives.adapters._cache import (
+    CacheStats,
+    NullCache,
+    ResponseCache,
+    SQLiteResponseCache,
+    cache_key,
+    cached_model_call,
+)
 from weakincentives.adapters._types import (
     Heartbeat,
     ModelRequest,
@@ -30,13 +38,19 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CacheStats",
     "FunctionAdapter",
     "FunctionModel",
     "FunctionReply",
     "Heartbeat",
     "ModelRequest",
     "ModelTurn",
+    "NullCache",
     "OpenAIAdapter",
     "PromptResponse",
     "ProviderAdapter",
+    "ResponseCache",
+    "SQLiteResponseCache",
+    "cache_key",
+    "cached_model_call",
 ]

@@ -33,7 +33,10 @@ from ._evaluator_core import (
     session_aware,
 )
 from ._evaluators import all_of, any_of, contains, contains_ci, exact_match, not_, threshold
+from ._execute import SampleOutcome, execute_sample
 from ._export import report_to_dict
+from ._fingerprint import ExperimentFingerprint, Fingerprint, diff_fingerprints
+from ._helpers import collect_results, submit_dataset, submit_experiments
 from ._judge import (
     JUDGE_TEMPLATE,
     PAIRWISE_TEMPLATE,
@@ -51,10 +54,13 @@ from ._judge import (
     llm_judge,
     pairwise_judge,
 )
+from ._loop import TRANSIENT_ERRORS, EvalLoop, EvalLoopConfig, TransientEvalError
 from ._matchers import json_equal, numeric_close, regex_match, regex_search
 from ._render import render_report
 from ._report import EvalReport
 from ._report_io import REPORT_FORMAT, REPORT_VERSION
+from ._run import RunCounts, RunHandle, RunManifest, RunStatus
+from ._runfile import iter_results, latest_results
 from ._session_evaluators import (
     all_tools_succeeded,
     latency_under,
@@ -67,6 +73,7 @@ from ._session_evaluators import (
     tool_not_called,
     tool_sequence,
 )
+from ._store import RunStore, new_run_id
 from ._types import (
     ERROR_KINDS,
     ErrorKind,
@@ -88,14 +95,19 @@ __all__ = [
     "RATING_VALUES",
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "TRANSIENT_ERRORS",
     "Dataset",
     "ErrorKind",
+    "EvalLoop",
+    "EvalLoopConfig",
     "EvalReport",
     "EvalRequest",
     "EvalResult",
     "Evaluator",
     "Experiment",
     "ExperimentComparison",
+    "ExperimentFingerprint",
+    "Fingerprint",
     "FlakySample",
     "FlippedSample",
     "GroupKey",
@@ -109,32 +121,45 @@ __all__ = [
     "PairwiseParams",
     "PairwiseVerdict",
     "PairwiseWinner",
+    "RunCounts",
+    "RunHandle",
+    "RunManifest",
+    "RunStatus",
+    "RunStore",
     "Sample",
+    "SampleOutcome",
     "Score",
     "SessionEvaluator",
     "Summary",
     "ToolCallRecord",
+    "TransientEvalError",
     "adapt",
     "all_of",
     "all_tools_succeeded",
     "any_of",
     "classify_error",
+    "collect_results",
     "compare_all",
     "compare_results",
     "contains",
     "contains_ci",
     "dataset_sha256",
+    "diff_fingerprints",
     "evaluator_name",
     "exact_match",
+    "execute_sample",
     "flaky_samples",
     "group_by",
     "is_session_aware",
     "iter_jsonl",
+    "iter_results",
     "json_equal",
     "latency_under",
+    "latest_results",
     "llm_judge",
     "load_jsonl",
     "max_model_requests",
+    "new_run_id",
     "not_",
     "numeric_close",
     "pairwise_judge",
@@ -146,6 +171,8 @@ __all__ = [
     "session_aware",
     "slice_contains",
     "stats",
+    "submit_dataset",
+    "submit_experiments",
     "summarize",
     "threshold",
     "token_usage_under",

@@ -5,7 +5,11 @@ This is the production side: what an `EvalLoop` wraps is exactly what serves tra
 
 from typing import TYPE_CHECKING, Any
 
+from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
+from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
+from weakincentives.runtime.lifecycle import LoopGroup
 from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
+from weakincentives.runtime.mailbox import InMemoryMailbox, Mailbox, Message
 from weakincentives.runtime.session import (
     ChatMessage,
     PromptExecuted,
@@ -17,6 +21,7 @@ from weakincentives.runtime.session import (
     ToolInvoked,
     ToolResult,
 )
+from weakincentives.runtime.worker import MailboxWorker, WorkerStats
 
 if TYPE_CHECKING:
     from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, MainLoop
@@ -39,15 +44,26 @@ __all__ = [
     "Budget",
     "BudgetTracker",
     "ChatMessage",
+    "DLQPolicy",
+    "DeadLetter",
     "Deadline",
     "FunctionLoop",
+    "InMemoryMailbox",
+    "LeaseExtenderConfig",
+    "LoopGroup",
+    "Mailbox",
+    "MailboxWorker",
     "MainLoop",
+    "Message",
     "PromptExecuted",
     "PromptRendered",
+    "RetryPolicy",
     "Session",
     "SessionView",
     "TokenUsage",
     "ToolCall",
     "ToolInvoked",
     "ToolResult",
+    "WorkerHeartbeat",
+    "WorkerStats",
 ]

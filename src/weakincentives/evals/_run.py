@@ -1,0 +1,418 @@
+"""One run directory: its manifest and the handle that appends results to it.
+
+**Durability.** Each result is written to the OS with one unbuffered `write` as soon as it
+is appended, so `kill -9` of the process loses nothing already appended: the page cache
+belongs to the kernel and survives the process. Only a machine crash (power loss, kernel
+panic) can lose what the kernel has not written to disk yet; `fsync` guards against that.
+Measured on an ext4 virtual disk, an fsync costs 0.7-3 ms against about 1 µs for the write
+(a whole append is about 25 µs, mostly serialization), so fsync per result would dominate.
+The policy: fsync at most once every `sync_interval` seconds (default 50 ms, checked on
+each append and done by one thread while the others keep appending), and always on
+`sync()` and `finish()`. A machine crash therefore loses only results appended since the
+last fsync, and resume re-runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from weakincentives import serde
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import RunStoreError, SerdeError
+
+from ._fingerprint import Fingerprint
+from ._runfile import (
+    LOCK_FILE,
+    MANIFEST_FILE,
+    RESULTS_FILE,
+    WriterLock,
+    iter_results,
+    latest_results,
+    lock_is_held,
+    write_atomic,
+)
+from ._types import EvalResult
+
+__all__ = [
+    "FORMAT_VERSION",
+    "ResultKey",
+    "RunCounts",
+    "RunHandle",
+    "RunManifest",
+    "RunStatus",
+    "Tally",
+    "read_manifest",
+    "write_manifest",
+]
+
+FORMAT_VERSION = 1
+"""Version of the run directory layout written by this code."""
+
+RunStatus = Literal["running", "complete", "interrupted"]
+"""`running` while a writer holds the run, `complete` when it finished, `interrupted` when it
+stopped early (a `running` run whose writer died reads as `interrupted`)."""
+
+ResultKey = tuple[str, str, int]
+"""`(sample_id, experiment_name, epoch)`: what a run records once."""
+_log = logging.getLogger(__name__)
+
+# What the latest line of a key says, kept per key by the writer (small ints are shared
+# objects, so the table costs a dict slot and a key tuple per result).
+_PASSED, _FAILED, _ERROR, _CANCELLED = range(4)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCounts:
+    """How far a run got: one count per `(sample, experiment, epoch)`, latest line wins."""
+
+    expected: int | None = None
+    """Results the run plans to record (samples x experiments x epochs), if known."""
+    results: int = 0
+    """Distinct keys with a result."""
+    passed: int = 0
+    """Of those, passed."""
+    errors: int = 0
+    """Of those, errored (cancelled included)."""
+
+    @property
+    def failed(self) -> int:
+        """Scored but not passed."""
+        return self.results - self.passed - self.errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunManifest:
+    """Contents of `run.json`. Counts are a snapshot from the last status change."""
+
+    format_version: int = FORMAT_VERSION
+    """Layout version (see `FORMAT_VERSION`)."""
+    run_id: str
+    """Directory name and id of the run."""
+    created_at: datetime
+    """When the run was created."""
+    updated_at: datetime
+    """When the manifest was last written."""
+    status: RunStatus
+    """See `RunStatus`."""
+    fingerprint: Fingerprint
+    """What must match to resume the run."""
+    counts: RunCounts = field(default_factory=RunCounts)
+    """Progress when the manifest was last written; `results.jsonl` is the truth."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """Run settings that may change on resume (concurrency, timeouts...), JSON form."""
+
+
+def _code(result: EvalResult) -> int:
+    if result.error is None:
+        return _PASSED if result.score.passed else _FAILED
+    return _CANCELLED if result.error_kind == "cancelled" else _ERROR
+
+
+class Tally:
+    """Latest state per key (last line wins) and the counts derived from it."""
+
+    def __init__(self) -> None:
+        self.states: dict[ResultKey, int] = {}
+        self.by_code = [0, 0, 0, 0]
+
+    def add(self, result: EvalResult) -> None:
+        code = _code(result)
+        old = self.states.get(result.key)
+        if old is not None:
+            self.by_code[old] -= 1
+        self.states[result.key] = code
+        self.by_code[code] += 1
+
+    def keys(self, *, include_errors: bool) -> set[ResultKey]:
+        allowed = {_PASSED, _FAILED, _ERROR} if include_errors else {_PASSED, _FAILED}
+        return {k for k, code in self.states.items() if code in allowed}
+
+    def counts(self, expected: int | None) -> RunCounts:
+        passed, _, errors, cancelled = self.by_code
+        return RunCounts(
+            expected=expected, results=len(self.states), passed=passed, errors=errors + cancelled
+        )
+
+    @classmethod
+    def scan(cls, run_dir: Path) -> Tally:
+        tally = cls()
+        for result in iter_results(run_dir):
+            tally.add(result)
+        return tally
+
+
+class RunHandle:
+    """One run directory. Writable from `RunStore.create`/`resume`, read-only from `open`.
+
+    Appends are thread-safe: one lock, one append-mode file descriptor. Use it as a
+    context manager to finish the run: `complete` on a normal exit, `interrupted` when an
+    exception (KeyboardInterrupt included) leaves the block.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        manifest: RunManifest,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        sync_interval: float | None = 0.05,
+        lock: WriterLock | None = None,
+        tally: Tally | None = None,
+    ) -> None:
+        self._path = path
+        self._manifest = manifest
+        self._clock = clock
+        self._sync_interval = sync_interval
+        self._writer_lock = lock
+        self._tally = tally or Tally()
+        self._lock = threading.Lock()  # guards the fd, the tally and `_dirty`
+        self._sync_lock = threading.Lock()  # one fsync at a time; appenders never wait on it
+        self._dirty = False
+        self._last_sync = clock.monotonic()
+        self._fd = -1
+        if lock is not None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            try:
+                self._fd = os.open(self.results_path, flags, 0o644)
+            except OSError as exc:
+                raise RunStoreError(
+                    f"cannot open {self.results_path} for appending: {exc}"
+                ) from exc
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The run directory."""
+        return self._path
+
+    @property
+    def results_path(self) -> Path:
+        """`results.jsonl` in the run directory."""
+        return self._path / RESULTS_FILE
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (its directory name)."""
+        return self._manifest.run_id
+
+    @property
+    def manifest(self) -> RunManifest:
+        """The manifest as last written (or last read, for a read-only handle)."""
+        return self._manifest
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        """The run's fingerprint."""
+        return self._manifest.fingerprint
+
+    @property
+    def writable(self) -> bool:
+        """Whether this handle may still append."""
+        return self._fd >= 0
+
+    @property
+    def status(self) -> RunStatus:
+        """`running` while some writer holds the run; a dead writer's run is `interrupted`."""
+        if self.writable:
+            return "running"
+        held = lock_is_held(self._path / LOCK_FILE)
+        # Re-read after probing the lock: a writer that let go in between has already
+        # written its final status, so "running" here with no lock means it died.
+        self._manifest = read_manifest(self._path)
+        if self._manifest.status == "running" and not held:
+            return "interrupted"
+        return self._manifest.status
+
+    @property
+    def counts(self) -> RunCounts:
+        """Progress so far (read-only handles scan `results.jsonl`)."""
+        expected = self._manifest.counts.expected
+        if self.writable:
+            with self._lock:
+                return self._tally.counts(expected)
+        return Tally.scan(self._path).counts(expected)
+
+    def completed_keys(self, *, include_errors: bool = True) -> set[ResultKey]:
+        """`(sample_id, experiment_name, epoch)` keys that need no re-run.
+
+        A key counts by its latest line. Cancelled results (the run stopped while the
+        sample was in flight) never count; errored ones count unless
+        `include_errors=False` (`--retry-errors`), so the retry's line supersedes them.
+        """
+        if self.writable:
+            with self._lock:
+                return self._tally.keys(include_errors=include_errors)
+        return Tally.scan(self._path).keys(include_errors=include_errors)
+
+    def iter_results(self, *, strict: bool = True) -> Iterator[EvalResult]:
+        """Stream every line of `results.jsonl` (see `iter_results`)."""
+        return iter_results(self._path, strict=strict)
+
+    def latest_results(self, *, strict: bool = True) -> list[EvalResult]:
+        """One result per key, the last line winning (see `latest_results`)."""
+        return latest_results(self._path, strict=strict)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, result: EvalResult) -> None:
+        """Record one result; it reaches the OS before this returns.
+
+        A result without `run_id` is stamped with this run's id.
+
+        Raises:
+            RunStoreError: on a read-only or finished handle, a result of another run,
+                or when the file cannot be written.
+        """
+        self.extend((result,))
+
+    def extend(self, results: Iterable[EvalResult]) -> None:
+        """Record several results with one write (see `append`)."""
+        stamped = [self._stamp(r) for r in results]
+        if not stamped:
+            return
+        data = b"".join(serde.dumps(r) + b"\n" for r in stamped)
+        with self._lock:
+            self._write(data)
+            for result in stamped:
+                self._tally.add(result)
+            self._dirty = True
+            due = self._sync_interval is not None and (
+                self._clock.monotonic() - self._last_sync >= self._sync_interval
+            )
+        if due:
+            self._sync(blocking=False)
+
+    def sync(self) -> None:
+        """Force what was appended so far to disk (fsync): it then survives a machine crash."""
+        self._sync(blocking=True)
+
+    def finish(self, status: RunStatus = "complete") -> None:
+        """fsync, close the file, record `status` and counts in `run.json`, release the run.
+
+        Raises:
+            RunStoreError: when the handle is read-only or already finished.
+        """
+        with self._sync_lock, self._lock:
+            if self._fd < 0:
+                raise RunStoreError(f"run {self.run_id} is not open for writing here")
+            fd, self._fd = self._fd, -1
+            counts = self._tally.counts(self._manifest.counts.expected)
+        try:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._manifest = dataclasses.replace(
+                self._manifest, status=status, counts=counts, updated_at=self._clock.now()
+            )
+            write_manifest(self._path, self._manifest)
+        except OSError as exc:
+            raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
+        finally:
+            if self._writer_lock is not None:
+                self._writer_lock.release()
+
+    def close(self) -> None:
+        """Finish as `interrupted` if still writable; otherwise do nothing."""
+        if self.writable:
+            self.finish("interrupted")
+
+    def __enter__(self) -> RunHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.writable:
+            self.finish("interrupted" if exc_type is not None else "complete")
+
+    def _stamp(self, result: EvalResult) -> EvalResult:
+        if result.run_id is None:
+            return dataclasses.replace(result, run_id=self.run_id)
+        if result.run_id != self.run_id:
+            raise RunStoreError(
+                f"result for {result.key} belongs to run {result.run_id!r}, "
+                f"not {self.run_id!r}; collect results per run"
+            )
+        return result
+
+    def _write(self, data: bytes) -> None:
+        # Called with self._lock held. One write call per batch: a killed process leaves at
+        # worst one cut line at the end, which readers skip and resume truncates.
+        if self._fd < 0:
+            raise RunStoreError(
+                f"run {self.run_id} is not open for writing here; use RunStore.resume to append"
+            )
+        start = os.fstat(self._fd).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)  # never leave half a line for the next append
+            except OSError:
+                _log.exception("cannot roll back a partial write to %s", self.results_path)
+            raise RunStoreError(
+                f"cannot append to {self.results_path}: {exc}; fix the cause and resume the run"
+            ) from exc
+
+    def _sync(self, *, blocking: bool) -> None:
+        if not self._sync_lock.acquire(blocking=blocking):
+            return  # another thread is syncing; it covers our write or the next one will
+        try:
+            with self._lock:
+                if self._fd < 0 or not self._dirty:
+                    return
+                fd, self._dirty = self._fd, False
+                self._last_sync = self._clock.monotonic()
+            # Outside the write lock: appenders keep going. `finish` takes _sync_lock
+            # before closing, so `fd` stays open until we are done.
+            os.fsync(fd)
+        finally:
+            self._sync_lock.release()
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    """Read and validate `run_dir/run.json`.
+
+    Raises:
+        RunStoreError: when it is missing, not JSON, from a newer version, or invalid.
+    """
+    path = run_dir / MANIFEST_FILE
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise RunStoreError(f"{run_dir} is not a run directory: it has no {MANIFEST_FILE}") from exc
+    except (OSError, ValueError) as exc:
+        raise RunStoreError(f"cannot read {path}: {exc}") from exc
+    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise RunStoreError(
+            f"{path}: format_version {version!r} is not one this weakincentives reads "
+            f"(<= {FORMAT_VERSION}); upgrade weakincentives to read this run"
+        )
+    try:
+        return serde.load(RunManifest, raw)
+    except SerdeError as exc:
+        raise RunStoreError(f"{path}: {exc}") from exc
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    """Atomically replace `run_dir/run.json` (temp file + fsync + rename)."""
+    text = json.dumps(serde.dump(manifest), indent=2, ensure_ascii=False) + "\n"
+    write_atomic(run_dir / MANIFEST_FILE, text.encode())

@@ -1,0 +1,48 @@
+"""Mailboxes: point-to-point queues with visibility timeouts and reply-to routing.
+
+`Mailbox` is the protocol every backend implements (`InMemoryMailbox` here,
+`RedisMailbox` in `weakincentives.contrib.mailbox`). Delivery is at-least-once: a
+received message stays invisible until it is acknowledged, nacked, or its visibility
+timeout passes. Replies go to the sender's `reply_to`, a mailbox or a name resolved by a
+`MailboxResolver`. `CollectingMailbox` and `FakeMailbox` are test doubles.
+"""
+
+from weakincentives.runtime.mailbox._in_memory import InMemoryMailbox, InMemoryMailboxFactory
+from weakincentives.runtime.mailbox._message import Message
+from weakincentives.runtime.mailbox._resolvers import CompositeResolver, RegistryResolver
+from weakincentives.runtime.mailbox._testing import (
+    CollectingMailbox,
+    FakeMailbox,
+    MailboxOperation,
+)
+from weakincentives.runtime.mailbox._types import (
+    MAX_MESSAGES,
+    MAX_TIMEOUT_SECONDS,
+    MAX_WAIT_SECONDS,
+    Mailbox,
+    MailboxFactory,
+    MailboxResolver,
+    ReceiptSettler,
+    check_receive_arguments,
+    check_timeout,
+)
+
+__all__ = [
+    "MAX_MESSAGES",
+    "MAX_TIMEOUT_SECONDS",
+    "MAX_WAIT_SECONDS",
+    "CollectingMailbox",
+    "CompositeResolver",
+    "FakeMailbox",
+    "InMemoryMailbox",
+    "InMemoryMailboxFactory",
+    "Mailbox",
+    "MailboxFactory",
+    "MailboxOperation",
+    "MailboxResolver",
+    "Message",
+    "ReceiptSettler",
+    "RegistryResolver",
+    "check_receive_arguments",
+    "check_timeout",
+]

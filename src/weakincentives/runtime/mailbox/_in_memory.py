@@ -1,0 +1,346 @@
+"""`InMemoryMailbox`: a thread-safe mailbox for one process, and a factory of them."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import (
+    MailboxArgumentError,
+    MailboxClosedError,
+    MailboxFullError,
+    ReceiptHandleExpiredError,
+)
+from weakincentives.runtime.mailbox._message import Message
+from weakincentives.runtime.mailbox._types import (
+    Mailbox,
+    MailboxResolver,
+    check_receive_arguments,
+    check_timeout,
+)
+
+__all__ = ["InMemoryMailbox", "InMemoryMailboxFactory"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class _Record:
+    """A message held by the mailbox, pending or in flight."""
+
+    id: str
+    body: Any
+    seq: int
+    enqueued_at: datetime
+    reply_to: Any
+    deliveries: int = 0
+    handle: str | None = None
+    deadline: float = 0.0
+
+
+class InMemoryMailbox(Generic[T, R]):
+    """A mailbox held in this process's memory.
+
+    Thread-safe and FIFO, with delayed sends and visibility timeouts. Time comes from the
+    injected clock: expired visibility timeouts and delays are noticed lazily, on each
+    call, against `clock.monotonic()`, so a test advances a `FakeClock` instead of
+    sleeping. A long poll waits on a condition variable and returns as soon as a
+    message arrives; it waits in real time, so tests that use a `FakeClock` poll with
+    `wait_time_seconds=0`.
+
+    Args:
+        name: The mailbox's name (reply-to addresses and resolvers use it).
+        clock: Source of time for delays and visibility timeouts.
+        reply_resolver: Resolves reply-to names given to `send` (None: only mailbox
+            objects can be replied to).
+        max_size: The most messages held at once (None: unbounded); `send` beyond it
+            raises `MailboxFullError`.
+
+    Example:
+        ```python
+        requests: InMemoryMailbox[str, int] = InMemoryMailbox(name="requests")
+        ```
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        reply_resolver: MailboxResolver[R] | None = None,
+        max_size: int | None = None,
+    ) -> None:
+        if not name:
+            raise MailboxArgumentError("a mailbox needs a non-empty name")
+        if max_size is not None and max_size < 1:
+            raise MailboxArgumentError(f"max_size must be at least 1 or None, got {max_size}")
+        self._name = name
+        self._clock = clock
+        self._resolver = reply_resolver
+        self._max_size = max_size
+        self._cond = threading.Condition()
+        self._closed = False
+        self._seq = itertools.count()
+        self._records: dict[str, _Record] = {}
+        # Pending messages by (visible-at, send order, id): FIFO among the visible ones.
+        self._ready: list[tuple[float, int, str]] = []
+        # In-flight deliveries by receipt handle, and their deadlines (lazily invalidated).
+        self._inflight: dict[str, _Record] = {}
+        self._expiries: list[tuple[float, int, str]] = []
+
+    def __repr__(self) -> str:
+        return f"InMemoryMailbox(name={self._name!r})"
+
+    @property
+    def name(self) -> str:
+        """The mailbox's name."""
+        return self._name
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called."""
+        return self._closed
+
+    def send(
+        self,
+        body: T,
+        *,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        delay: float = 0.0,
+    ) -> str:
+        """Enqueue `body`, visible after `delay` seconds; return its message id.
+
+        Raises:
+            MailboxArgumentError: `delay` is out of range or `reply_to` is an empty name.
+            MailboxClosedError: The mailbox was closed.
+            MailboxFullError: The mailbox holds `max_size` messages.
+        """
+        check_timeout("delay", delay)
+        if reply_to == "":
+            raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
+        with self._cond:
+            self._check_open()
+            if self._max_size is not None and len(self._records) >= self._max_size:
+                raise MailboxFullError(
+                    f"mailbox {self._name!r} holds its max_size of {self._max_size} "
+                    "messages; receive and acknowledge some before sending more",
+                )
+            record = _Record(
+                id=str(uuid.uuid4()),
+                body=body,
+                seq=next(self._seq),
+                enqueued_at=self._clock.now(),
+                reply_to=reply_to,
+            )
+            self._records[record.id] = record
+            heapq.heappush(self._ready, (self._clock.monotonic() + delay, record.seq, record.id))
+            self._cond.notify_all()
+            return record.id
+
+    def receive(
+        self,
+        *,
+        max_messages: int = 1,
+        visibility_timeout: float = 30.0,
+        wait_time_seconds: float = 0.0,
+    ) -> Sequence[Message[T, R]]:
+        """Return up to `max_messages` visible messages, hidden for `visibility_timeout`.
+
+        With `wait_time_seconds > 0`, waits for the first message and returns as soon
+        as there is one. A poll in progress when the mailbox closes returns nothing.
+
+        Raises:
+            MailboxArgumentError: An argument is out of range.
+            MailboxClosedError: The mailbox was closed before the call.
+        """
+        check_receive_arguments(max_messages, visibility_timeout, wait_time_seconds)
+        with self._cond:
+            self._check_open()
+            deadline = self._clock.monotonic() + wait_time_seconds
+            # Real time spent in timed-out waits: ends the poll even under a FakeClock,
+            # whose monotonic time does not move while we wait.
+            budget = wait_time_seconds
+            while not self._closed:
+                now = self._clock.monotonic()
+                batch = self._take(now, max_messages, visibility_timeout)
+                if batch:
+                    return batch
+                wait = min(deadline - now, budget, self._next_change(now))
+                if wait <= 0:
+                    return []
+                if not self._cond.wait(wait):
+                    budget -= wait
+            return []
+
+    def approximate_count(self) -> int:
+        """Return the number of messages held, visible or not (exact here)."""
+        with self._cond:
+            self._check_open()
+            return len(self._records)
+
+    def purge(self) -> int:
+        """Delete every message; their receipt handles become stale. Return the count."""
+        with self._cond:
+            self._check_open()
+            count = len(self._records)
+            self._records.clear()
+            self._ready.clear()
+            self._inflight.clear()
+            self._expiries.clear()
+            return count
+
+    def close(self) -> None:
+        """Close the mailbox and wake any long poll. Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- settling (called by messages through `_Settler`) ------------------------------
+
+    def _acknowledge(self, handle: str) -> None:
+        with self._cond:
+            record = self._owner(handle)
+            del self._inflight[handle]
+            del self._records[record.id]
+
+    def _nack(self, handle: str, visibility_timeout: float) -> None:
+        with self._cond:
+            record = self._owner(handle)
+            del self._inflight[handle]
+            record.handle = None
+            visible_at = self._clock.monotonic() + visibility_timeout
+            heapq.heappush(self._ready, (visible_at, record.seq, record.id))
+            self._cond.notify_all()
+
+    def _extend(self, handle: str, timeout: float) -> None:
+        with self._cond:
+            record = self._owner(handle)
+            record.deadline = self._clock.monotonic() + timeout
+            heapq.heappush(self._expiries, (record.deadline, record.seq, handle))
+
+    # -- internals (called with the lock held) -----------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MailboxClosedError(
+                f"mailbox {self._name!r} is closed; create a new one to keep going",
+            )
+
+    def _owner(self, handle: str) -> _Record:
+        """Return the record `handle` still owns, after requeueing expired deliveries."""
+        self._check_open()
+        self._requeue_expired(self._clock.monotonic())
+        record = self._inflight.get(handle)
+        if record is None:
+            raise ReceiptHandleExpiredError(
+                f"receipt handle {handle!r} of mailbox {self._name!r} is stale: the "
+                "message was acknowledged, nacked, purged, or its visibility timeout "
+                "passed; receive it again to settle it",
+            )
+        return record
+
+    def _requeue_expired(self, now: float) -> None:
+        while self._expiries and self._expiries[0][0] <= now:
+            deadline, seq, handle = heapq.heappop(self._expiries)
+            record = self._inflight.get(handle)
+            if record is None or record.deadline != deadline:
+                continue  # settled, or extended (a newer entry stands for it)
+            del self._inflight[handle]
+            record.handle = None
+            heapq.heappush(self._ready, (deadline, seq, record.id))
+
+    def _take(self, now: float, limit: int, visibility_timeout: float) -> list[Message[T, R]]:
+        self._requeue_expired(now)
+        batch: list[Message[T, R]] = []
+        while self._ready and self._ready[0][0] <= now and len(batch) < limit:
+            _, seq, message_id = heapq.heappop(self._ready)
+            record = self._records[message_id]
+            record.deliveries += 1
+            record.handle = uuid.uuid4().hex
+            record.deadline = now + visibility_timeout
+            self._inflight[record.handle] = record
+            heapq.heappush(self._expiries, (record.deadline, seq, record.handle))
+            batch.append(self._deliver(record, record.handle))
+        return batch
+
+    def _deliver(self, record: _Record, handle: str) -> Message[T, R]:
+        return Message(
+            id=record.id,
+            body=record.body,
+            receipt_handle=handle,
+            delivery_count=record.deliveries,
+            enqueued_at=record.enqueued_at,
+            settler=_Settler(self),
+            reply_to=record.reply_to,
+            resolver=self._resolver,
+        )
+
+    def _next_change(self, now: float) -> float:
+        """Seconds until a pending or in-flight message may become visible (inf: never)."""
+        times = [entry[0] for entry in (self._ready[:1] + self._expiries[:1])]
+        return max(0.0, min(times) - now) if times else math.inf
+
+
+class _Settler:
+    """Settles deliveries of one `InMemoryMailbox` (a `ReceiptSettler`)."""
+
+    __slots__ = ("_mailbox",)
+
+    def __init__(self, mailbox: InMemoryMailbox[Any, Any]) -> None:
+        self._mailbox = mailbox
+
+    def acknowledge(self, receipt_handle: str) -> None:
+        self._mailbox._acknowledge(receipt_handle)
+
+    def nack(self, receipt_handle: str, visibility_timeout: float) -> None:
+        self._mailbox._nack(receipt_handle, visibility_timeout)
+
+    def extend_visibility(self, receipt_handle: str, timeout: float) -> None:
+        self._mailbox._extend(receipt_handle, timeout)
+
+
+class InMemoryMailboxFactory(Generic[T]):
+    """Creates named in-memory mailboxes that share one registry, so names resolve.
+
+    The factory is also a `MailboxResolver`: mailboxes it creates use it to resolve
+    reply-to names, so `send(..., reply_to="results")` reaches the factory's "results".
+
+    Args:
+        clock: Clock given to every mailbox created.
+        max_size: `max_size` given to every mailbox created.
+    """
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK, max_size: int | None = None) -> None:
+        self._clock = clock
+        self._max_size = max_size
+        self._lock = threading.Lock()
+        self._mailboxes: dict[str, InMemoryMailbox[T, Any]] = {}
+
+    def create(self, name: str) -> InMemoryMailbox[T, Any]:
+        """Return the mailbox called `name`, creating it on first use."""
+        with self._lock:
+            mailbox = self._mailboxes.get(name)
+            if mailbox is None:
+                mailbox = InMemoryMailbox(
+                    name, clock=self._clock, reply_resolver=self, max_size=self._max_size
+                )
+                self._mailboxes[name] = mailbox
+            return mailbox
+
+    def resolve(self, name: str) -> InMemoryMailbox[T, Any]:
+        """Same as `create`: a reply-to name always resolves to the shared mailbox."""
+        return self.create(name)
+
+    def names(self) -> list[str]:
+        """Return the names of the mailboxes created so far, sorted."""
+        with self._lock:
+            return sorted(self._mailboxes)

@@ -1,0 +1,273 @@
+"""`Message`: one delivery of a message, with the calls that settle it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from weakincentives.errors import (
+    MailboxResolutionError,
+    MessageDecodeError,
+    NoReplyToError,
+)
+from weakincentives.runtime.mailbox._types import check_timeout
+
+if TYPE_CHECKING:
+    from weakincentives.runtime.mailbox._types import Mailbox, MailboxResolver, ReceiptSettler
+
+__all__ = ["Message", "rebind"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Message(Generic[T, R]):
+    """One delivery of a message: its body, its metadata and its receipt handle.
+
+    Backends build messages; consumers read them and settle them with `acknowledge`,
+    `nack` or `extend_visibility`, and answer them with `reply`. A message that could not
+    be decoded (a backend that stores bytes found a payload it cannot read) is still
+    delivered, built with `Message.undecodable`: its `body` raises `MessageDecodeError`,
+    `raw_body` holds the payload, so a worker can dead-letter it instead of looping.
+
+    Args:
+        id: The message id, stable across deliveries.
+        body: The decoded body.
+        receipt_handle: This delivery's handle.
+        delivery_count: 1 on the first delivery, one more on each redelivery.
+        enqueued_at: When the message was sent (UTC).
+        settler: The backend object that settles this delivery.
+        reply_to: Where replies go: a mailbox, a name to resolve, or None.
+        resolver: Resolves a `reply_to` name (None: names cannot be resolved).
+        raw_body: The payload as stored by the backend, when it has one.
+    """
+
+    __slots__ = (
+        "_body",
+        "_decode_error",
+        "_delivery_count",
+        "_enqueued_at",
+        "_id",
+        "_raw_body",
+        "_receipt_handle",
+        "_reply_target",
+        "_reply_to",
+        "_resolver",
+        "_settled",
+        "_settler",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        body: T,
+        receipt_handle: str,
+        delivery_count: int,
+        enqueued_at: datetime,
+        settler: ReceiptSettler,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        resolver: MailboxResolver[R] | None = None,
+        raw_body: str | bytes | None = None,
+    ) -> None:
+        self._id = id
+        self._body = body
+        self._decode_error: MessageDecodeError | None = None
+        self._receipt_handle = receipt_handle
+        self._delivery_count = delivery_count
+        self._enqueued_at = enqueued_at
+        self._settler = settler
+        self._reply_to = reply_to
+        self._resolver = resolver
+        self._raw_body = raw_body
+        self._settled = False
+        self._reply_target: Mailbox[R, Any] | None = None
+
+    @classmethod
+    def undecodable(
+        cls,
+        *,
+        id: str,
+        raw_body: str | bytes,
+        error: MessageDecodeError,
+        receipt_handle: str,
+        delivery_count: int,
+        enqueued_at: datetime,
+        settler: ReceiptSettler,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        resolver: MailboxResolver[R] | None = None,
+    ) -> Message[T, R]:
+        """Build a delivery whose payload could not be decoded into `T`.
+
+        Reading `body` raises `error`; `raw_body` and `decode_error` describe it.
+        """
+        message: Message[T, R] = cls(
+            id=id,
+            body=cast("T", None),
+            receipt_handle=receipt_handle,
+            delivery_count=delivery_count,
+            enqueued_at=enqueued_at,
+            settler=settler,
+            reply_to=reply_to,
+            resolver=resolver,
+            raw_body=raw_body,
+        )
+        message._decode_error = error
+        return message
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(id={self._id!r}, delivery_count={self._delivery_count}, "
+            f"reply_to={self.reply_to_name!r}, decodable={self._decode_error is None})"
+        )
+
+    @property
+    def id(self) -> str:
+        """The message id, the same on every delivery."""
+        return self._id
+
+    @property
+    def body(self) -> T:
+        """The decoded body.
+
+        Raises:
+            MessageDecodeError: The backend could not decode the payload (see `raw_body`).
+        """
+        if self._decode_error is not None:
+            raise self._decode_error
+        return self._body
+
+    @property
+    def raw_body(self) -> str | bytes | None:
+        """The payload as the backend stored it, or None for backends that store objects."""
+        return self._raw_body
+
+    @property
+    def decode_error(self) -> MessageDecodeError | None:
+        """Why the payload could not be decoded, or None when `body` is usable."""
+        return self._decode_error
+
+    @property
+    def receipt_handle(self) -> str:
+        """This delivery's handle; stale once the message is settled or redelivered."""
+        return self._receipt_handle
+
+    @property
+    def delivery_count(self) -> int:
+        """How many times the message has been delivered, this delivery included."""
+        return self._delivery_count
+
+    @property
+    def enqueued_at(self) -> datetime:
+        """When the message was sent (UTC)."""
+        return self._enqueued_at
+
+    @property
+    def settled(self) -> bool:
+        """True once this delivery was acknowledged or nacked through this object."""
+        return self._settled
+
+    @property
+    def reply_to_name(self) -> str | None:
+        """The name of the reply-to mailbox, or None when the sender gave none."""
+        if self._reply_to is None or isinstance(self._reply_to, str):
+            return self._reply_to
+        return self._reply_to.name
+
+    @property
+    def reply_to(self) -> Mailbox[R, Any] | None:
+        """The reply-to mailbox (resolved from its name on first use), or None.
+
+        Raises:
+            MailboxResolutionError: The name cannot be resolved.
+        """
+        if self._reply_to is None or not isinstance(self._reply_to, str):
+            return self._reply_to
+        if self._reply_target is None:
+            self._reply_target = self._resolve(self._reply_to)
+        return self._reply_target
+
+    def _resolve(self, name: str) -> Mailbox[R, Any]:
+        if self._resolver is None:
+            raise MailboxResolutionError(
+                f"message {self._id!r} has reply_to={name!r} but its mailbox has no "
+                "reply resolver; pass reply_resolver= (for example a CompositeResolver "
+                "or an InMemoryMailboxFactory) when creating the mailbox",
+            )
+        return self._resolver.resolve(name)
+
+    def acknowledge(self) -> None:
+        """Delete the message: processing succeeded.
+
+        Raises:
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        self._settler.acknowledge(self._receipt_handle)
+        self._settled = True
+
+    def nack(self, visibility_timeout: float = 0.0) -> None:
+        """Return the message to the queue, visible again after `visibility_timeout` s.
+
+        Raises:
+            MailboxArgumentError: The timeout is out of range.
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        check_timeout("visibility_timeout", visibility_timeout)
+        self._settler.nack(self._receipt_handle, visibility_timeout)
+        self._settled = True
+
+    def extend_visibility(self, timeout: float) -> None:
+        """Keep the message invisible until `timeout` seconds from now.
+
+        Raises:
+            MailboxArgumentError: The timeout is out of range.
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        check_timeout("timeout", timeout)
+        self._settler.extend_visibility(self._receipt_handle, timeout)
+
+    def reply(self, body: R) -> str:
+        """Send `body` to the reply-to mailbox and return the reply's message id.
+
+        A message may be answered several times (progress updates, then a result).
+
+        Raises:
+            NoReplyToError: The message was sent without `reply_to`.
+            MailboxResolutionError: The reply-to name cannot be resolved.
+        """
+        target = self.reply_to
+        if target is None:
+            raise NoReplyToError(
+                f"message {self._id!r} was sent without reply_to, so it cannot be "
+                "answered; pass reply_to= to send() when the sender expects replies",
+            )
+        return target.send(body)
+
+
+def rebind(
+    message: Message[T, R],
+    settler: ReceiptSettler,
+    *,
+    decode_error: MessageDecodeError | None = None,
+    raw_body: str | bytes | None = None,
+) -> Message[T, R]:
+    """Copy `message` with another settler (and optionally mark it undecodable).
+
+    Used by the test doubles, which wrap an in-memory mailbox's deliveries.
+    """
+    copy: Message[T, R] = Message(
+        id=message._id,
+        body=message._body,
+        receipt_handle=message._receipt_handle,
+        delivery_count=message._delivery_count,
+        enqueued_at=message._enqueued_at,
+        settler=settler,
+        reply_to=message._reply_to,
+        resolver=message._resolver,
+        raw_body=raw_body if raw_body is not None else message._raw_body,
+    )
+    copy._decode_error = decode_error or message._decode_error
+    return copy

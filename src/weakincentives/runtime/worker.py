@@ -1,0 +1,466 @@
+"""`MailboxWorker`: the receive-handle-settle loop under `AgentLoop` and `EvalLoop`.
+
+A subclass implements `handle(message, heartbeat)`; the worker receives messages,
+runs up to `max_concurrent` handlers at once, and settles each message by what its
+handler did: returned means acknowledged; raised means retried with backoff (a nack
+whose visibility timeout is the backoff), dead-lettered, or dropped, by the
+`RetryPolicy` and `DLQPolicy`. Undecodable messages go straight to the dead-letter
+queue. Delivery is at-least-once, so handlers must be idempotent (EvalLoop keys
+results by request id).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from typing import Any, Generic, Literal, TypeVar
+
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxError
+from weakincentives.runtime.dlq import (
+    DeadLetter,
+    DeadLetterReason,
+    DLQPolicy,
+    RetryPolicy,
+    failure_action,
+)
+from weakincentives.runtime.lease import LeaseExtender, LeaseExtenderConfig, WorkerHeartbeat
+from weakincentives.runtime.mailbox import (
+    MAX_MESSAGES,
+    MAX_WAIT_SECONDS,
+    Mailbox,
+    Message,
+    check_timeout,
+)
+
+__all__ = ["MailboxWorker", "WorkerStats"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_log = logging.getLogger(__name__)
+
+_POLL_SLICE = 0.5
+"""Longest single receive: bounds how long `shutdown` waits for an idle long poll."""
+_IDLE_PAUSE = 0.05
+"""Pause after an empty non-blocking poll (or a receive error), so idling is not a spin."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerStats:
+    """What a worker did with the messages it received (a snapshot)."""
+
+    received: int = 0
+    """Deliveries received."""
+    succeeded: int = 0
+    """Deliveries whose handler returned."""
+    failed: int = 0
+    """Deliveries whose handler raised (or whose body could not be decoded)."""
+    retried: int = 0
+    """Failed deliveries nacked for a retry."""
+    dead_lettered: int = 0
+    """Messages sent to the dead-letter queue."""
+    dropped: int = 0
+    """Messages given up on without a dead-letter queue (logged as errors)."""
+    returned: int = 0
+    """Deliveries nacked back unhandled or unfinished because of a shutdown."""
+    settle_errors: int = 0
+    """Acknowledges or nacks that failed (stale handle, backend error)."""
+
+
+_Counter = Literal[
+    "received",
+    "succeeded",
+    "failed",
+    "retried",
+    "dead_lettered",
+    "dropped",
+    "returned",
+    "settle_errors",
+]
+
+
+class _Delivery:
+    """A message being handled, and whether a shutdown took it back."""
+
+    __slots__ = ("abandoned", "heartbeat", "lock", "message")
+
+    def __init__(self, message: Message[Any, Any], heartbeat: WorkerHeartbeat) -> None:
+        self.message = message
+        self.heartbeat = heartbeat
+        self.lock = threading.Lock()
+        self.abandoned = False
+
+
+class MailboxWorker(Generic[T, R]):
+    """Receives messages from `requests` and hands each to `handle`.
+
+    Subclass it and implement `handle`. `run()` blocks (run it in a thread, or hand
+    several workers to a `LoopGroup`); `shutdown()` stops it from another thread.
+
+    Args:
+        requests: The mailbox to receive from (None: the worker is not runnable, which
+            suits loops that are only driven directly).
+        name: Name in logs and health reports (default: class and mailbox name).
+        clock: Source of time for heartbeats and leases.
+        max_concurrent: Handlers running at once; the worker receives only when one of
+            these slots is free, so it never holds more messages than it can work on.
+        retry: Retry limit and backoff for failed deliveries.
+        dlq: Where given-up messages go (None: they are dropped with an error log).
+        lease: Heartbeat-driven visibility extension (None: no extension).
+        visibility_timeout: Default visibility timeout of each receive.
+        wait_time_seconds: Default long poll of each receive.
+    """
+
+    def __init__(
+        self,
+        *,
+        requests: Mailbox[T, R] | None,
+        name: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        max_concurrent: int = 1,
+        retry: RetryPolicy | None = None,
+        dlq: DLQPolicy[T] | None = None,
+        lease: LeaseExtenderConfig | None = None,
+        visibility_timeout: float = 300.0,
+        wait_time_seconds: float = MAX_WAIT_SECONDS,
+    ) -> None:
+        if max_concurrent < 1:
+            raise ConfigurationError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        check_timeout("visibility_timeout", visibility_timeout)
+        check_timeout("wait_time_seconds", wait_time_seconds, maximum=MAX_WAIT_SECONDS)
+        self._requests = requests
+        mailbox_name = requests.name if requests is not None else "no mailbox"
+        self._name = name or f"{type(self).__name__}({mailbox_name})"
+        self._clock = clock
+        self._max_concurrent = max_concurrent
+        self._retry = retry or RetryPolicy()
+        self._dlq = dlq
+        self._lease = lease
+        self._visibility_timeout = visibility_timeout
+        self._wait_time_seconds = wait_time_seconds
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._running = False
+        self._inflight: dict[str, _Delivery] = {}
+        self._last_heartbeat: float | None = None
+        self._counts = {counter.name: 0 for counter in fields(WorkerStats)}
+
+    # -- what subclasses implement -----------------------------------------------------
+
+    def handle(self, message: Message[T, R], heartbeat: WorkerHeartbeat) -> None:
+        """Process one message. Subclasses implement this.
+
+        Return to have the message acknowledged; raise to have it retried or
+        dead-lettered. A handler may settle the message itself (`message.nack(...)`);
+        the worker then leaves it alone. Call `heartbeat()` while working: it keeps the
+        worker healthy and, with a lease configured, the message invisible.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement handle()")
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The worker's name in logs and health reports."""
+        return self._name
+
+    @property
+    def requests(self) -> Mailbox[T, R] | None:
+        """The mailbox this worker receives from."""
+        return self._requests
+
+    @property
+    def running(self) -> bool:
+        """True while `run()` is executing."""
+        return self._running
+
+    @property
+    def last_heartbeat(self) -> float | None:
+        """Monotonic time of the latest loop iteration or handler heartbeat (None: never)."""
+        return self._last_heartbeat
+
+    @property
+    def stats(self) -> WorkerStats:
+        """Counts of what the worker did so far (a snapshot)."""
+        with self._cond:
+            return WorkerStats(**self._counts)
+
+    def _count(self, counter: _Counter, n: int = 1) -> None:
+        with self._cond:
+            self._counts[counter] += n
+
+    def _beat(self, now: float | None = None) -> None:
+        self._last_heartbeat = self._clock.monotonic() if now is None else now
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        max_iterations: int | None = None,
+        until_drained: bool = False,
+        wait_time_seconds: float | None = None,
+        visibility_timeout: float | None = None,
+    ) -> None:
+        """Receive and handle messages until stopped; wait for running handlers to end.
+
+        Stops when `shutdown()` is called (also when it was called before `run()`
+        started), when the mailbox is closed, after `max_iterations` receives (empty
+        ones included), or, with `until_drained`, at the first empty receive while no
+        handler is running.
+
+        Args:
+            max_iterations: Receives to make (None: no limit).
+            until_drained: Stop once the mailbox has nothing visible and no handler runs.
+            wait_time_seconds: Long poll of each receive (default: the worker's).
+            visibility_timeout: Visibility timeout of each receive (default: the worker's).
+
+        Raises:
+            ConfigurationError: The worker has no mailbox, or is already running.
+        """
+        requests = self._requests
+        if requests is None:
+            raise ConfigurationError(
+                f"{self._name} has no requests mailbox; pass requests= to run it as a worker",
+            )
+        wait = self._wait_time_seconds if wait_time_seconds is None else wait_time_seconds
+        visibility = self._visibility_timeout if visibility_timeout is None else visibility_timeout
+        check_timeout("wait_time_seconds", wait, maximum=MAX_WAIT_SECONDS)
+        check_timeout("visibility_timeout", visibility)
+        with self._cond:
+            if self._running:
+                raise ConfigurationError(f"{self._name} is already running")
+            self._running = True
+        self._beat()
+        pool = ThreadPoolExecutor(self._max_concurrent, thread_name_prefix=self._name)
+        try:
+            self._loop(requests, pool, max_iterations, until_drained, wait, visibility)
+        finally:
+            with self._cond:
+                # Handlers finish (or a shutdown abandons them) before run() returns.
+                self._cond.wait_for(lambda: not self._inflight)
+                self._running = False
+                self._stop.clear()
+                self._cond.notify_all()
+            pool.shutdown(wait=False)
+
+    def _loop(
+        self,
+        requests: Mailbox[T, R],
+        pool: ThreadPoolExecutor,
+        max_iterations: int | None,
+        until_drained: bool,
+        wait: float,
+        visibility: float,
+    ) -> None:
+        iterations = 0
+        while max_iterations is None or iterations < max_iterations:
+            free = self._wait_for_slot()
+            if free == 0:
+                return  # stopping
+            iterations += 1
+            try:
+                messages = requests.receive(
+                    max_messages=min(free, MAX_MESSAGES),
+                    visibility_timeout=visibility,
+                    wait_time_seconds=min(wait, _POLL_SLICE),
+                )
+            except MailboxClosedError:
+                return
+            except MailboxError:
+                _log.warning("%s: receive failed; retrying", self._name, exc_info=True)
+                self._stop.wait(_IDLE_PAUSE)
+                continue
+            self._beat()
+            if messages:
+                self._dispatch(pool, messages)
+            elif until_drained and self._wait_for_idle():
+                return
+            elif wait == 0:
+                self._stop.wait(_IDLE_PAUSE)
+
+    def _wait_for_slot(self) -> int:
+        """Block until a handler slot is free; return the free slots (0: stopping)."""
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._stop.is_set() or len(self._inflight) < self._max_concurrent
+            )
+            return 0 if self._stop.is_set() else self._max_concurrent - len(self._inflight)
+
+    def _wait_for_idle(self) -> bool:
+        """After an empty receive: True if no handler runs; else wait a little for one."""
+        with self._cond:
+            if not self._inflight:
+                return True
+            self._cond.wait(_POLL_SLICE)
+            return False
+
+    def _dispatch(self, pool: ThreadPoolExecutor, messages: Sequence[Message[T, R]]) -> None:
+        self._count("received", len(messages))
+        for index, message in enumerate(messages):
+            if self._stop.is_set():
+                for unstarted in messages[index:]:
+                    self._settle_quietly(unstarted, 0.0)
+                    self._count("returned")
+                return
+            delivery = self._delivery(message)
+            with self._cond:
+                self._inflight[message.receipt_handle] = delivery
+            pool.submit(self._process, delivery)
+
+    def _delivery(self, message: Message[T, R]) -> _Delivery:
+        lease = None
+        if self._lease is not None:
+            lease = LeaseExtender(message, self._lease, clock=self._clock)
+        heartbeat = WorkerHeartbeat(clock=self._clock, on_beat=self._beat, lease=lease)
+        return _Delivery(message, heartbeat)
+
+    # -- one message -------------------------------------------------------------------
+
+    def _process(self, delivery: _Delivery) -> None:
+        message = delivery.message
+        try:
+            if message.decode_error is not None:
+                self._count("failed")
+                self._give_up(delivery, message.decode_error, "undecodable")
+                return
+            try:
+                self.handle(message, delivery.heartbeat)
+            except Exception as error:
+                self._count("failed")
+                self._on_failure(delivery, error)
+            else:
+                self._count("succeeded")
+                self._settle(delivery, message.acknowledge)
+        except Exception:  # a bug in settling must not kill the pool thread silently
+            _log.exception("%s: unexpected error settling message %s", self._name, message.id)
+        finally:
+            self._beat()
+            with self._cond:
+                self._inflight.pop(message.receipt_handle, None)
+                self._cond.notify_all()
+
+    def _on_failure(self, delivery: _Delivery, error: Exception) -> None:
+        message = delivery.message
+        if message.settled:
+            _log.warning(
+                "%s: handler settled message %s, then raised",
+                self._name,
+                message.id,
+                exc_info=error,
+            )
+            return
+        action = failure_action(error, message.delivery_count, retry=self._retry, dlq=self._dlq)
+        if action == "retry":
+            delay = self._retry.backoff(message.delivery_count)
+            _log.warning(
+                "%s: message %s failed on delivery %d; retrying in %.3gs",
+                self._name,
+                message.id,
+                message.delivery_count,
+                delay,
+                exc_info=error,
+            )
+            if self._settle(delivery, lambda: message.nack(visibility_timeout=delay)):
+                self._count("retried")
+        else:
+            self._give_up(delivery, error, action)
+
+    def _give_up(self, delivery: _Delivery, error: BaseException, reason: DeadLetterReason) -> None:
+        """Dead-letter the message (or drop it without a DLQ), then acknowledge it."""
+        message = delivery.message
+        if self._dlq is None:
+            _log.error(
+                "%s: dropping message %s (%s) after %d deliveries: no DLQPolicy is configured",
+                self._name,
+                message.id,
+                reason,
+                message.delivery_count,
+                exc_info=error,
+            )
+            if self._settle(delivery, message.acknowledge):
+                self._count("dropped")
+            return
+        letter = DeadLetter.from_message(
+            message, error, reason=reason, source=self._requests_name(), now=self._clock.now()
+        )
+        with delivery.lock:
+            if delivery.abandoned:
+                return
+            try:
+                self._dlq.mailbox.send(letter, reply_to=None)
+            except MailboxError:
+                _log.exception("%s: dead-letter queue refused message %s", self._name, message.id)
+                self._settle_quietly(message, self._retry.backoff(message.delivery_count))
+                return
+        _log.error(
+            "%s: dead-lettered message %s (%s) to %s",
+            self._name,
+            message.id,
+            reason,
+            self._dlq.mailbox.name,
+            exc_info=error,
+        )
+        self._count("dead_lettered")
+        self._settle(delivery, message.acknowledge)
+
+    def _requests_name(self) -> str:
+        return self._requests.name if self._requests is not None else self._name
+
+    def _settle(self, delivery: _Delivery, call: Callable[[], object]) -> bool:
+        """Run a settle call unless a shutdown took the delivery back; True on success."""
+        with delivery.lock:
+            if delivery.abandoned or delivery.message.settled:
+                return False
+            try:
+                call()
+            except MailboxError:
+                self._count("settle_errors")
+                _log.warning(
+                    "%s: could not settle message %s; it will be delivered again",
+                    self._name,
+                    delivery.message.id,
+                    exc_info=True,
+                )
+                return False
+            return True
+
+    def _settle_quietly(self, message: Message[Any, Any], visibility_timeout: float) -> None:
+        try:
+            message.nack(visibility_timeout=visibility_timeout)
+        except MailboxError:
+            self._count("settle_errors")
+            _log.warning("%s: could not return message %s", self._name, message.id, exc_info=True)
+
+    # -- stopping ----------------------------------------------------------------------
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Stop receiving, let running handlers finish, and wait up to `timeout` seconds.
+
+        Messages received but not started are nacked back at once. Handlers still
+        running when `timeout` passes are abandoned: their messages are nacked back to
+        the queue (whatever those handlers do afterwards is not settled).
+
+        Returns:
+            True if the worker stopped within `timeout` with every handler finished.
+        """
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+            if self._cond.wait_for(lambda: not self._running, timeout):
+                return True
+            abandoned = list(self._inflight.values())
+            self._inflight.clear()
+            self._cond.notify_all()
+        for delivery in abandoned:
+            with delivery.lock:
+                if delivery.message.settled:
+                    continue
+                delivery.abandoned = True
+                self._settle_quietly(delivery.message, 0.0)
+                self._count("returned")
+        return False
