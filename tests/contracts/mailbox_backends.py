@@ -78,10 +78,18 @@ class Backend:
     """Examples for the state-machine test (lower it where `advance` really sleeps)."""
 
 
+def redis_harness() -> Harness:
+    """A `RedisMailbox` harness on the shared test server (skips without Redis, fails in CI)."""
+    from tests.helpers.redis_server import RedisHarness  # imports redis only when used
+
+    return RedisHarness.open()
+
+
 BACKENDS: list[Backend] = [
     Backend("memory", lambda: InProcessHarness(InMemoryMailbox)),
     Backend("fake", lambda: InProcessHarness(FakeMailbox)),
     Backend("collecting", lambda: InProcessHarness(CollectingMailbox)),
+    Backend("redis", redis_harness, marks=(pytest.mark.redis,), model_examples=10),
 ]
 """Every backend the mailbox contract suite and state machine run against."""
 
