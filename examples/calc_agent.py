@@ -3,7 +3,13 @@
 The agent is real (prompt, tools, structured output, sessions); its "model" is a
 deterministic `FunctionAdapter` function that behaves plausibly and imperfectly, so the
 whole pipeline runs offline. Swap `offline_adapter()` for `OpenAIAdapter(...)` to run the
-same agent against a real model.
+same agent against a real model (see `real_model.py`).
+
+The offline model reads its system prompt. When the instructions contain "Double-check"
+(the `careful` prompt override, `careful_overrides`) it always uses the tools, spells
+units right and explains itself, but now and then verifies twice too often. Without it
+it does some arithmetic "in its head" (and slips), misspells a unit now and then, and is
+sometimes terse. Every choice is a hash of the question, so runs are reproducible.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import operator
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from weakincentives import (
@@ -25,7 +32,8 @@ from weakincentives import (
     ToolContext,
     ToolResult,
 )
-from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
+from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest, ProviderAdapter
+from weakincentives.prompt import LocalPromptOverridesStore, PromptOverridesStore
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,15 @@ class Answer:
     explanation: str
     value: float
     unit: str = ""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a dataset row expects: the value, its unit, and a tool the agent must use."""
+
+    value: float
+    unit: str = ""
+    requires_tool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,10 +94,15 @@ def _eval(node: ast.AST) -> float:
     raise ValueError(f"unsupported expression element: {ast.dump(node)[:40]}")
 
 
+def evaluate_expression(expression: str) -> float:
+    """Evaluate + - * / arithmetic without `eval`."""
+    return _eval(ast.parse(expression, mode="eval"))
+
+
 def calculate(params: CalculatorParams, context: ToolContext) -> ToolResult:
     """Evaluate + - * / arithmetic safely."""
     del context
-    value = _eval(ast.parse(params.expression, mode="eval"))
+    value = evaluate_expression(params.expression)
     return ToolResult(message=f"{value:g}", value=value)
 
 
@@ -116,21 +138,21 @@ def convert(params: ConvertParams, context: ToolContext) -> ToolResult:
     """Unit conversion tool."""
     del context
     result = convert_value(params.value, params.from_unit, params.to_unit)
-    return ToolResult(message=f"{result:.4g} {params.to_unit}", value=result)
+    return ToolResult(message=f"{result:.6g} {params.to_unit}", value=result)
 
+
+INSTRUCTIONS = (
+    "You answer arithmetic and unit conversion questions. Use the calculator for "
+    "arithmetic and the convert tool for units. Answer with JSON: an explanation, "
+    "then the numeric value and its unit."
+)
 
 TEMPLATE = PromptTemplate[Answer](
     ns="examples",
     key="calc-agent",
     name="calc_agent",
     sections=(
-        MarkdownSection(
-            "Instructions",
-            "instructions",
-            "You answer arithmetic and unit conversion questions. Use the calculator for "
-            "arithmetic and the convert tool for units. Answer with JSON: an explanation, "
-            "then the numeric value and its unit.",
-        ),
+        MarkdownSection("Instructions", "instructions", INSTRUCTIONS),
         MarkdownSection("Question", "question", "$text", Question, role="user"),
     ),
     tools=(
@@ -140,6 +162,26 @@ TEMPLATE = PromptTemplate[Answer](
     output_type=Answer,
 )
 
+CAREFUL_TAG = "careful"
+"""The overrides tag of the `careful` experiment."""
+
+CAREFUL_INSTRUCTIONS = (
+    INSTRUCTIONS + " Double-check every number with a tool before you answer, even easy "
+    "sums, and say in the explanation which tool gave the result."
+)
+
+
+def careful_overrides(root: str | Path) -> LocalPromptOverridesStore:
+    """An overrides store at `root` whose `careful` tag adds "Double-check..." to the
+    instructions (written once; the file is `<root>/examples/calc-agent/careful.json`)."""
+    store = LocalPromptOverridesStore(root)
+    if not store.resolve(TEMPLATE.ns, TEMPLATE.key, CAREFUL_TAG):
+        store.store(
+            TEMPLATE.ns, TEMPLATE.key, CAREFUL_TAG,
+            section_key="instructions", original=INSTRUCTIONS, body=CAREFUL_INSTRUCTIONS,
+        )  # fmt: skip
+    return store
+
 
 class CalcAgent(AgentLoop[Question, Answer]):
     """The production agent: one prompt, two tools, a structured answer."""
@@ -147,6 +189,8 @@ class CalcAgent(AgentLoop[Question, Answer]):
     def create_prompt(self, request: Question) -> Prompt[Answer]:
         return Prompt(TEMPLATE).bind(request)
 
+
+# -- the offline model ----------------------------------------------------------------------
 
 _CONVERSION = re.compile(r"([-\d.]+)\s*([a-z]+) in ([a-z]+)\??", re.IGNORECASE)
 _ARITH = re.compile(r"what is ([-\d.+*/() ]+)\?", re.IGNORECASE)
@@ -159,23 +203,18 @@ def _coin(text: str, salt: str) -> float:
 
 
 def offline_model(request: ModelRequest) -> FunctionReply:
-    """A plausible, imperfect model. Flag `careful` (seen in the prompt) makes it use tools.
-
-    Baseline: does easy arithmetic "in its head" (sometimes wrongly) and occasionally
-    asks the converter for a unit spelled wrong, then recovers or gives up.
-    """
+    """A plausible, imperfect model; see the module docstring for how it behaves."""
     question = request.last_user_text().split("\n")[-1]
     careful = "Double-check" in (request.messages[0].content or "")
-    tool_msgs = request.tool_messages()
-    if tool_msgs:
-        return _final_from_tool(question, tool_msgs[-1].content or "", request)
+    if request.tool_messages():
+        return _after_tool(question, request, careful)
     if m := _ARITH.search(question):
         expr = m.group(1).strip()
         if not careful and _coin(question, "head") < 0.35:
-            value = _eval(ast.parse(expr, mode="eval"))
+            value = evaluate_expression(expr)
             if _coin(question, "slip") < 0.3:
                 value += 1  # an arithmetic slip, as models make
-            return FunctionReply(output=Answer(f"Computed {expr} mentally.", value, ""))
+            return FunctionReply(output=Answer(f"{expr} is {value:g}, computed mentally.", value))
         return FunctionReply.call("calculator", expression=expr)
     if m := _CONVERSION.search(question):
         value, src, dst = float(m.group(1)), m.group(2).lower(), m.group(3).lower()
@@ -185,17 +224,23 @@ def offline_model(request: ModelRequest) -> FunctionReply:
     return FunctionReply(text="I cannot answer that.")
 
 
-def _final_from_tool(question: str, tool_text: str, request: ModelRequest) -> FunctionReply:
-    if "failed" in tool_text or "Invalid" in tool_text:
+def _after_tool(question: str, request: ModelRequest, careful: bool) -> FunctionReply:
+    tool_text = request.tool_messages()[-1].content or ""
+    if "failed" in tool_text:
         if request.turn < 2 and (m := _CONVERSION.search(question)):
             return FunctionReply.call(
                 "convert", value=float(m.group(1)), from_unit=m.group(2).lower(),
                 to_unit=m.group(3).lower(),
             )  # fmt: skip
-        return FunctionReply(output=Answer("The tool failed; best guess.", 0.0, ""))
+        return FunctionReply(output=Answer("The tool failed; this is a best guess.", 0.0))
+    previous = request.messages[-2]  # the assistant turn that called the tool
+    if careful and request.turn < 3 and _coin(question, "verify") < 0.06 and previous.tool_calls:
+        call = previous.tool_calls[0]  # over-cautious: runs the same call again
+        return FunctionReply.call(call.name, **json.loads(call.arguments))
     number, _, unit = tool_text.partition(" ")
-    explanation = f"Used a tool: {tool_text}."
-    if _coin(question, "terse") < 0.2:
+    tool = previous.tool_calls[0].name if previous.tool_calls else "a tool"
+    explanation = f"The {tool} tool gave {tool_text}."
+    if _coin(question, "terse") < (0.08 if careful else 0.2):
         explanation = "Done."
     return FunctionReply(output=Answer(explanation, float(number), unit))
 
@@ -205,8 +250,22 @@ def offline_adapter() -> FunctionAdapter:
     return FunctionAdapter(offline_model, model_name="offline-calc-model")
 
 
+def build_agent(
+    adapter: ProviderAdapter | None = None, *, overrides: PromptOverridesStore | None = None
+) -> CalcAgent:
+    """The agent on `adapter` (default: the offline model) with prompt overrides."""
+    return CalcAgent(adapter=adapter or offline_adapter(), overrides_store=overrides)
+
+
+# -- the dataset ------------------------------------------------------------------------------
+
+
 def make_questions(n: int) -> list[dict[str, Any]]:
-    """A deterministic dataset of `n` questions, as JSON-ready rows with metadata."""
+    """A deterministic dataset of `n` questions, as JSON-ready rows with metadata.
+
+    Half are arithmetic (every other one "hard": a product and a sum, which must be done
+    with the calculator), half unit conversions.
+    """
     rows: list[dict[str, Any]] = []
     pairs = [("km", "mi"), ("mi", "km"), ("kg", "lb"), ("lb", "kg"), ("c", "f"), ("gal", "l")]
     for i in range(n):
@@ -215,10 +274,10 @@ def make_questions(n: int) -> list[dict[str, Any]]:
             a, b, c = h % 97 + 2, (h >> 8) % 89 + 2, (h >> 16) % 50
             hard = i % 4 == 0
             expr = f"{a} * {b} + {c}" if hard else f"{a} + {b}"
-            expected = _eval(ast.parse(expr, mode="eval"))
             rows.append({
                 "id": f"q{i:04d}", "input": {"text": f"What is {expr}?"},
-                "expected": {"value": expected, "unit": ""},
+                "expected": {"value": evaluate_expression(expr), "unit": "",
+                             "requires_tool": "calculator" if hard else None},
                 "metadata": {"category": "arithmetic", "difficulty": "hard" if hard else "easy"},
             })  # fmt: skip
         else:
@@ -227,13 +286,16 @@ def make_questions(n: int) -> list[dict[str, Any]]:
             rows.append({
                 "id": f"q{i:04d}", "input": {"text": f"What is {value:g} {src} in {dst}?"},
                 "expected": {"value": round(convert_value(value, src, dst), 4), "unit": dst},
-                "metadata": {"category": "conversion", "difficulty": "easy"},
+                "metadata": {"category": "conversion", "difficulty": "easy", "units": src},
             })  # fmt: skip
     return rows
 
 
-def write_dataset(path: str, n: int) -> None:
-    """Write `make_questions(n)` as JSONL."""
-    with open(path, "w", encoding="utf-8") as fh:  # noqa: PTH123 - example code, plain open
+def write_dataset(path: str | Path, n: int) -> Path:
+    """Write `make_questions(n)` as JSONL; returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as fh:
         for row in make_questions(n):
             fh.write(json.dumps(row) + "\n")
+    return target

@@ -44,7 +44,8 @@ for code that does not know about us::
     │       └── FingerprintMismatchError
     └── DebugError
         ├── BundleError (ValueError)
-        └── QueryError (ValueError)
+        ├── QueryError (ValueError)
+        └── ViewerError (ValueError)      `wink debug` target unreadable, or a bad request
 """
 
 from __future__ import annotations
@@ -230,3 +231,7 @@ class BundleError(DebugError, ValueError):
 
 class QueryError(DebugError, ValueError):
     """A `wink query` statement was rejected or failed."""
+
+
+class ViewerError(DebugError, ValueError):
+    """`wink debug` cannot show its target, or a request to the viewer is invalid."""

@@ -1,10 +1,64 @@
-"""Placeholder: the command group is registered by its owner."""
+"""`wink debug TARGET`: browse runs, samples, A/B flips and bundles in a local web viewer.
+
+TARGET is a run directory, a directory of runs (`runs/`) or one debug bundle (`.zip`).
+The viewer listens on 127.0.0.1 (this machine only) unless `--host` says otherwise, on
+a free port unless `--port` is given, prints its URL and opens it in a browser (unless
+`--no-open`). Ctrl-C stops it. It never writes files.
+"""
 
 from __future__ import annotations
 
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from weakincentives.debug import DEFAULT_HOST, ViewerServer, host_warning
+from weakincentives.errors import ViewerError
+
+__all__ = ["debug_command", "register"]
+
+
+def debug_command(
+    target: Annotated[
+        Path, typer.Argument(help="Run directory, directory of runs, or a debug bundle (.zip).")
+    ],
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; anything but loopback is shared.")
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free port).")] = 0,
+    no_open: Annotated[
+        bool, typer.Option("--no-open", help="Do not open a browser; just print the URL.")
+    ] = False,
+) -> None:
+    """Browse runs, samples, A/B flips and debug bundles in a local web viewer."""
+    err = Console(stderr=True, highlight=False)
+    warning = host_warning(host)
+    if warning is not None:
+        err.print(f"[yellow]{warning}[/]")
+    if not 0 <= port <= 65535:
+        err.print(f"[red]error:[/] --port must be between 0 and 65535, not {port}")
+        raise typer.Exit(2)
+    try:
+        err.print(f"indexing {target} ...")
+        server = ViewerServer(target, host=host, port=port, log_level="warning")
+        url = server.bind()
+    except ViewerError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    # The URL goes to stdout (scripts read it); everything else to stderr.
+    typer.echo(f"wink debug: serving {target} at {url}", err=False)
+    err.print("press Ctrl-C to stop")
+    try:
+        if not no_open:
+            webbrowser.open(url)
+        server.serve_forever()
+    finally:
+        server.stop()
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    del app
+    """Add `wink debug` to `app`."""
+    app.command("debug")(debug_command)

@@ -1,10 +1,207 @@
-"""Placeholder: the command group is registered by its owner."""
+"""`wink query TARGET "SQL"`: read-only SQL over a run, a directory of runs, or a bundle.
+
+```
+wink query runs/20261120-233501-ab12cd "SELECT experiment, avg(passed) FROM results GROUP BY 1"
+wink query runs/ "SELECT run_id, status, results FROM runs" --format csv
+wink query eval_bundles/<request_id>/<timestamp>.zip "SELECT * FROM logs"
+wink query runs/<run-id> --schema
+```
+
+Rows go to stdout (a table, JSON or CSV); the row count, warnings and errors go to
+stderr. A bad target or bad SQL exits with status 2. The engine is
+`weakincentives.debug.QueryDatabase`.
+"""
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from weakincentives.debug import QueryDatabase, QueryResult, TableInfo
+from weakincentives.errors import QueryError
+
+__all__ = ["QueryFormat", "query", "register"]
+
+TABLE_ROWS = 1000
+"""Rows the table format prints when no `--limit` is given (JSON and CSV print all)."""
+MAX_CELL = 60
+"""Characters of a cell the table format shows before cutting it with an ellipsis."""
+_WIDE = 10_000
+
+
+class QueryFormat(StrEnum):
+    """How `wink query` prints rows."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+
+
+def query(
+    target: Annotated[
+        Path,
+        typer.Argument(
+            help="Run directory, directory of runs, or debug bundle (.zip).", show_default=False
+        ),
+    ],
+    sql: Annotated[
+        str | None,
+        typer.Argument(help="One SELECT statement (see --schema).", show_default=False),
+    ] = None,
+    schema: Annotated[
+        bool, typer.Option("--schema", help="List the tables, columns and example queries.")
+    ] = False,
+    fmt: Annotated[
+        QueryFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = QueryFormat.TABLE,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            min=0,
+            show_default=False,
+            help=f"Print at most N rows (table format default: {TABLE_ROWS}).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0.0, show_default=False, help="Stop the query after SECONDS."),
+    ] = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Do not read or write .query-cache.sqlite in the run."),
+    ] = False,
+) -> None:
+    """Run read-only SQL over an eval run, a directory of runs, or a debug bundle."""  # noqa: D401
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if sql is None and not schema:
+        err.print(
+            '[red]error:[/] give the SQL to run, e.g. "SELECT * FROM results LIMIT 5", or --schema'
+        )
+        raise typer.Exit(2)
+    try:
+        with QueryDatabase.open(target, cache=not no_cache) as db:
+            if schema:
+                _print_schema(db, fmt)
+            if sql is not None:
+                shown = limit if limit is not None or fmt is not QueryFormat.TABLE else TABLE_ROWS
+                result = db.execute(sql, limit=shown, timeout=timeout)
+                _print_rows(result, fmt)
+                _print_count(err, result, shown, explicit=limit is not None)
+            for warning in db.warnings:
+                err.print(Text.assemble(("warning: ", "yellow"), warning))
+    except QueryError as exc:
+        err.print(Text.assemble(("error: ", "red"), str(exc)))
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    del app
+    """Add `wink query` to `app`."""
+    app.command("query")(query)
+
+
+# -- rows -------------------------------------------------------------------------------
+
+
+def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
+    if fmt is QueryFormat.JSON:
+        rows = [{k: _jsonable(v) for k, v in row.items()} for row in result.to_dicts()]
+        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    elif fmt is QueryFormat.CSV:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows([_csv_cell(v) for v in row] for row in result.rows)
+    else:
+        table = Table(box=box.SIMPLE_HEAD, highlight=False)
+        for name in result.columns:
+            table.add_column(name, no_wrap=True, overflow="ellipsis")
+        for row in result.rows:
+            table.add_row(*(_table_cell(v) for v in row))
+        out = Console(highlight=False)
+        if not out.is_terminal:
+            # Piped or captured: print the table at its natural width instead of squeezing
+            # every column into 80 characters (a terminal gets ellipses instead).
+            out = Console(highlight=False, width=_WIDE)
+        out.print(table)
+
+
+def _print_count(err: Console, result: QueryResult, shown: int | None, *, explicit: bool) -> None:
+    n = len(result.rows)
+    line = f"{n} row{'' if n == 1 else 's'}"
+    if result.truncated:
+        hint = "" if explicit else "; pass --limit N for more, or --format csv for all"
+        line += f" (more matched: stopped at {shown}{hint})"
+    err.print(Text(line, style="dim"))
+
+
+def _table_cell(value: Any) -> Text:
+    if value is None:
+        return Text("NULL", style="dim")
+    if isinstance(value, bytes):
+        return Text(f"<{len(value)} bytes>", style="dim")
+    text = str(value).replace("\r", "").replace("\n", "⏎")
+    if len(text) > MAX_CELL:
+        text = text[: MAX_CELL - 1] + "…"
+    return Text(text)
+
+
+def _jsonable(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    return value.hex() if isinstance(value, bytes) else value
+
+
+# -- schema -----------------------------------------------------------------------------
+
+
+def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
+    tables = db.tables()
+    if fmt is not QueryFormat.TABLE:
+        data = {
+            "kind": db.kind,
+            "tables": [_table_dict(t) for t in tables],
+            "examples": [{"title": title, "sql": sql} for title, sql in db.examples],
+        }
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    out = Console(highlight=False)
+    for info in tables:
+        rows = "" if info.rows is None else f" ({info.rows} rows)"
+        out.print(Text.assemble((info.name, "bold"), rows, " - ", info.description))
+        table = Table(box=None, show_header=False, padding=(0, 2, 0, 2))
+        for _ in range(3):
+            table.add_column(overflow="fold")
+        for column in info.columns:
+            table.add_row(Text(column.name, style="cyan"), column.type, Text(column.description))
+        out.print(table)
+    out.print(Text("Examples", style="bold"))
+    target = str(db.target)
+    for title, sql in db.examples:
+        out.print(Text(f"  # {title}", style="dim"))
+        out.print(Text(f'  wink query {target} "{sql}"'), soft_wrap=True)
+
+
+def _table_dict(info: TableInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "description": info.description,
+        "rows": info.rows,
+        "columns": [
+            {"name": c.name, "type": c.type, "description": c.description} for c in info.columns
+        ],
+    }

@@ -1,9 +1,16 @@
-"""Debugging tools: read, verify and tabulate debug bundles.
+"""Debugging tools: read, verify and tabulate debug bundles; view runs in a browser.
 
 A debug bundle is the zip written for one sample (see `weakincentives.runtime.bundle`,
 re-exported here for convenience). `DebugBundle.open(path)` reads one safely,
 `verify()` checks its checksums, and `bundle_tables` gives the rows of the SQL tables
 that `wink query BUNDLE "SQL"` exposes.
+
+`QueryDatabase.open(target)` runs read-only SQL over a run directory, a directory of
+runs or a bundle (`wink query TARGET "SQL"`); `query(target, sql)` does it in one call.
+
+`ViewerServer(target)` serves the `wink debug` web viewer over runs or a bundle (needs
+the `[viewer]` extra); `write_html_report(report, path)` writes a self-contained HTML
+report of an `EvalReport`.
 
 Example:
     >>> from weakincentives.debug import DebugBundle, bundle_tables
@@ -13,7 +20,28 @@ Example:
 """
 
 from weakincentives.debug._bundle import BundleLimits, DebugBundle
+from weakincentives.debug._html_report import render_html_report, write_html_report
+from weakincentives.debug._query import (
+    BUNDLE_EXAMPLES,
+    RUN_EXAMPLES,
+    ColumnInfo,
+    QueryDatabase,
+    TableInfo,
+    TargetKind,
+    query,
+)
+from weakincentives.debug._readonly import QueryResult
 from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
+from weakincentives.debug._viewer import (
+    DEFAULT_HOST,
+    ViewerServer,
+    create_viewer_app,
+    host_warning,
+    is_loopback,
+)
+from weakincentives.debug._viewer_data import ViewerData
+from weakincentives.debug._viewer_index import ResultIndex
+from weakincentives.debug._viewer_types import ResultFilter
 from weakincentives.runtime.bundle import (
     BundleManifest,
     BundleWriter,
@@ -23,13 +51,31 @@ from weakincentives.runtime.bundle import (
 )
 
 __all__ = [
+    "BUNDLE_EXAMPLES",
     "BUNDLE_TABLE_COLUMNS",
+    "DEFAULT_HOST",
+    "RUN_EXAMPLES",
     "BundleLimits",
     "BundleManifest",
     "BundleWriter",
+    "ColumnInfo",
     "DebugBundle",
     "DebugBundleConfig",
+    "QueryDatabase",
+    "QueryResult",
     "RedactionPolicy",
+    "ResultFilter",
+    "ResultIndex",
+    "TableInfo",
+    "TargetKind",
+    "ViewerData",
+    "ViewerServer",
     "bundle_recorder",
     "bundle_tables",
+    "create_viewer_app",
+    "host_warning",
+    "is_loopback",
+    "query",
+    "render_html_report",
+    "write_html_report",
 ]

@@ -22,6 +22,14 @@ from . import stats
 from ._analysis import FlakySample, GroupKey, Summary, flaky_samples, group_by, summarize
 from ._comparison import ExperimentComparison, FlippedSample, compare_all, compare_results
 from ._dataset import Dataset, dataset_sha256, iter_jsonl, load_jsonl
+from ._environment import (
+    Environment,
+    EnvironmentFactory,
+    check_environment,
+    create_environment,
+    restore_environment,
+    serialize_environment,
+)
 from ._evaluator_core import (
     Evaluator,
     SessionEvaluator,
@@ -56,11 +64,13 @@ from ._judge import (
 )
 from ._loop import TRANSIENT_ERRORS, EvalLoop, EvalLoopConfig, TransientEvalError
 from ._matchers import json_equal, numeric_close, regex_match, regex_search
+from ._progress import CallbackProgress, NullProgress, ProgressSink, as_progress
 from ._render import render_report
 from ._report import EvalReport
 from ._report_io import REPORT_FORMAT, REPORT_VERSION
 from ._run import RunCounts, RunHandle, RunManifest, RunStatus
 from ._runfile import iter_results, latest_results
+from ._runner import DatasetSource, EvalTarget, EvaluateOptions, evaluate, run_eval
 from ._session_evaluators import (
     all_tools_succeeded,
     latency_under,
@@ -74,6 +84,7 @@ from ._session_evaluators import (
     tool_sequence,
 )
 from ._store import RunStore, new_run_id
+from ._trajectory import Trajectory, TrajectoryScorer, is_trajectory_scorer, trajectory_scorer
 from ._types import (
     ERROR_KINDS,
     ErrorKind,
@@ -96,13 +107,19 @@ __all__ = [
     "REPORT_FORMAT",
     "REPORT_VERSION",
     "TRANSIENT_ERRORS",
+    "CallbackProgress",
     "Dataset",
+    "DatasetSource",
+    "Environment",
+    "EnvironmentFactory",
     "ErrorKind",
     "EvalLoop",
     "EvalLoopConfig",
     "EvalReport",
     "EvalRequest",
     "EvalResult",
+    "EvalTarget",
+    "EvaluateOptions",
     "Evaluator",
     "Experiment",
     "ExperimentComparison",
@@ -115,12 +132,14 @@ __all__ = [
     "JudgeParams",
     "JudgeRating",
     "Metric",
+    "NullProgress",
     "PairwiseJudge",
     "PairwiseJudgment",
     "PairwiseOutput",
     "PairwiseParams",
     "PairwiseVerdict",
     "PairwiseWinner",
+    "ProgressSink",
     "RunCounts",
     "RunHandle",
     "RunManifest",
@@ -132,25 +151,32 @@ __all__ = [
     "SessionEvaluator",
     "Summary",
     "ToolCallRecord",
+    "Trajectory",
+    "TrajectoryScorer",
     "TransientEvalError",
     "adapt",
     "all_of",
     "all_tools_succeeded",
     "any_of",
+    "as_progress",
+    "check_environment",
     "classify_error",
     "collect_results",
     "compare_all",
     "compare_results",
     "contains",
     "contains_ci",
+    "create_environment",
     "dataset_sha256",
     "diff_fingerprints",
+    "evaluate",
     "evaluator_name",
     "exact_match",
     "execute_sample",
     "flaky_samples",
     "group_by",
     "is_session_aware",
+    "is_trajectory_scorer",
     "iter_jsonl",
     "iter_results",
     "json_equal",
@@ -167,7 +193,10 @@ __all__ = [
     "regex_search",
     "render_report",
     "report_to_dict",
+    "restore_environment",
+    "run_eval",
     "run_evaluator",
+    "serialize_environment",
     "session_aware",
     "slice_contains",
     "stats",
@@ -181,4 +210,5 @@ __all__ = [
     "tool_called",
     "tool_not_called",
     "tool_sequence",
+    "trajectory_scorer",
 ]

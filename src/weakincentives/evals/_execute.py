@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -22,7 +22,8 @@ from weakincentives.runtime.session import (
     ToolInvoked,
 )
 
-from ._evaluator_core import classify_error, run_evaluator
+from ._evaluator_core import call_evaluator, classify_error, run_evaluator
+from ._trajectory import Trajectory, is_trajectory_scorer
 from ._types import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class SampleOutcome:
     """The agent's response, if it returned."""
     exception: BaseException | None = None
     """The exception behind an error result, if any."""
+    failed_stage: Literal["agent", "evaluator"] | None = None
+    """Where `exception` was raised: running the agent or scoring its output (a
+    transient agent failure may be retried; an evaluator failure is the answer)."""
 
 
 def execute_sample(
@@ -63,6 +67,10 @@ def execute_sample(
 
     Never raises for a failing agent or evaluator: the returned result carries the error
     and its kind (`agent`, `no_output`, `evaluator`, `judge`, `timeout`, `budget`).
+
+    `evaluator` may also be a trajectory scorer (`(trajectory, sample) -> Score`, see
+    `is_trajectory_scorer`): it gets a `Trajectory` of the run, and since it judges the
+    whole run it is called even when the agent finished without an output.
     """
     sample = request.sample
     base: dict[str, Any] = {
@@ -84,11 +92,12 @@ def execute_sample(
     except Exception as exc:
         latency = (clock.monotonic() - start) * 1000.0
         kind = classify_error(exc, "agent")
-        return SampleOutcome(_error(base, latency, kind, exc), None, None, exc)
+        return SampleOutcome(_error(base, latency, kind, exc), None, None, exc, "agent")
     latency = (clock.monotonic() - start) * 1000.0
     extras = _session_extras(session, response, record_transcript)
     output = response.output if response.output is not None else response.text
-    if output is None:
+    by_trajectory = is_trajectory_scorer(evaluator)
+    if output is None and not by_trajectory:
         msg = "the agent finished without an output to score"
         result = EvalResult(
             **base, **extras, latency_ms=latency, error=msg, error_kind="no_output",
@@ -96,11 +105,15 @@ def execute_sample(
         )  # fmt: skip
         return SampleOutcome(result, session, response)
     try:
-        score = run_evaluator(evaluator, output, sample.expected, session.view())
+        if by_trajectory:
+            trajectory = _trajectory(response, session, output, extras["usage"])
+            score = call_evaluator(evaluator, False, trajectory, sample, None)
+        else:
+            score = run_evaluator(evaluator, output, sample.expected, session.view())
     except Exception as exc:
         kind = classify_error(exc, "evaluator")
         result = _error(base, latency, kind, exc, extras=extras, output=output)
-        return SampleOutcome(result, session, response, exc)
+        return SampleOutcome(result, session, response, exc, "evaluator")
     result = EvalResult(**base, **extras, latency_ms=latency, score=score, output=_jsonable(output))
     return SampleOutcome(result, session, response)
 
@@ -134,6 +147,16 @@ def _session_extras(
         extras["messages"] = tuple(response.messages) or _fallback_messages(response)
         extras["tool_calls"] = tuple(_tool_record(t) for t in session[ToolInvoked].all())
     return extras
+
+
+def _trajectory(
+    response: PromptResponse[Any], session: Session, output: Any, usage: TokenUsage
+) -> Trajectory:
+    return Trajectory(
+        messages=tuple(response.messages) or _fallback_messages(response),
+        tool_calls=tuple(_tool_record(t) for t in session[ToolInvoked].all()),
+        output=output, usage=usage, session=session.view(),
+    )  # fmt: skip
 
 
 def _fallback_messages(response: PromptResponse[Any]) -> tuple[ChatMessage, ...]:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError
+from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxConnectionError
 from weakincentives.experiment import BASELINE, Experiment
-from weakincentives.runtime.mailbox import MAX_WAIT_SECONDS, Mailbox
+from weakincentives.runtime.mailbox import MAX_MESSAGES, MAX_WAIT_SECONDS, Mailbox
 
 from ._report import EvalReport
 from ._types import EvalRequest, EvalResult, Sample
 
 __all__ = ["collect_results", "submit_dataset", "submit_experiments"]
+
+_log = logging.getLogger(__name__)
+
+_IDLE_PAUSE = 0.05
+"""Shortest pause between two empty polls of the results mailbox, in clock seconds."""
 
 
 def submit_dataset(
@@ -89,27 +95,69 @@ def collect_results(
     timeout_seconds: float = 300.0,
     run_id: str | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    wait_time_seconds: float = MAX_WAIT_SECONDS,
 ) -> EvalReport:
     """Receive results until `expected_count` distinct requests have answered, or timeout.
 
-    Duplicate deliveries of one request count once; results of other runs (when `run_id`
-    is given) and bodies that are not `EvalResult`s are acknowledged and ignored. The
-    report's `complete` says whether every expected result arrived.
+    Delivery is at-least-once, so one request may answer twice: results are keyed by
+    request id and each counts once. Results of other runs (when `run_id` is given) and
+    bodies that are not `EvalResult`s are acknowledged and dropped, so give each run its
+    own results mailbox (or a `run_id`) when runs may overlap. The report's `complete`
+    says whether every expected result arrived; `missing` says how many did not.
+
+    Args:
+        results: The mailbox the results were sent to (the requests' `reply_to`).
+        expected_count: Distinct results to wait for (samples x experiments x epochs).
+        timeout_seconds: How long to wait in total, on `clock`.
+        run_id: Keep only results of this run.
+        clock: Clock the timeout is measured on.
+        wait_time_seconds: Long poll of each receive (0: poll, pausing briefly on
+            `clock` between empty polls, which suits a `FakeClock`).
+
+    Raises:
+        ConfigurationError: `expected_count` or a timeout is negative.
     """
     if expected_count < 0:
         raise ConfigurationError(f"expected_count must be >= 0, got {expected_count}")
+    if timeout_seconds < 0 or wait_time_seconds < 0:
+        raise ConfigurationError(
+            f"timeouts must be >= 0, got timeout_seconds={timeout_seconds}, "
+            f"wait_time_seconds={wait_time_seconds}",
+        )
     deadline = clock.monotonic() + timeout_seconds
     seen: dict[str, EvalResult] = {}
     while len(seen) < expected_count:
         left = deadline - clock.monotonic()
         if left <= 0:
             break
-        for message in results.receive(
-            max_messages=10, wait_time_seconds=min(left, MAX_WAIT_SECONDS)
-        ):
-            body = message.body
-            if isinstance(body, EvalResult) and (run_id is None or body.run_id == run_id):
-                key = body.request_id or f"{body.sample_id}/{body.experiment_name}/{body.epoch}"
-                seen.setdefault(key, body)
+        wait = min(left, wait_time_seconds, MAX_WAIT_SECONDS)
+        started = clock.monotonic()
+        try:
+            messages = results.receive(max_messages=MAX_MESSAGES, wait_time_seconds=wait)
+        except MailboxClosedError:
+            break
+        except MailboxConnectionError:
+            _log.warning("receiving results from %s failed; retrying", results.name, exc_info=True)
+            messages = ()
+        for message in messages:
+            _keep(seen, message.body, run_id)
             message.acknowledge()
+        if not messages:
+            # Pause at least `_IDLE_PAUSE` per empty poll, measured on `clock`: a
+            # non-blocking poll does not spin, and a FakeClock reaches the deadline.
+            pause = max(wait, min(left, _IDLE_PAUSE)) - (clock.monotonic() - started)
+            if pause > 0:
+                clock.sleep(pause)
     return EvalReport(tuple(seen.values()), expected_count=expected_count, run_id=run_id)
+
+
+def _keep(seen: dict[str, EvalResult], body: object, run_id: str | None) -> None:
+    """Record `body` if it is a result of this run that was not seen yet."""
+    if not isinstance(body, EvalResult):
+        _log.warning("ignoring a %s in the results mailbox", type(body).__name__)
+        return
+    if run_id is not None and body.run_id != run_id:
+        _log.debug("ignoring a result of run %s (collecting run %s)", body.run_id, run_id)
+        return
+    key = body.request_id or f"{body.sample_id}/{body.experiment_name}/{body.epoch}"
+    seen.setdefault(key, body)

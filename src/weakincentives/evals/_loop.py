@@ -1,4 +1,9 @@
-"""`EvalLoop`: a mailbox worker that evaluates `EvalRequest`s through an `AgentLoop`."""
+"""`EvalLoop`: a mailbox worker that evaluates `EvalRequest`s through an `AgentLoop`.
+
+Delivery is at-least-once: a sample may run twice (a worker died, a shutdown took it
+back, a lease ran out) and its result may then be sent twice. Results carry their
+request id, so `collect_results` counts each request once: the *report* is exactly-once.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import (
-    AdapterConnectionError,
-    AdapterTimeoutError,
-    EvalError,
-    MailboxConnectionError,
-    MessageDecodeError,
-    ProviderServerError,
-    RateLimitError,
-)
+from weakincentives.errors import ConfigurationError, EvalError, MessageDecodeError
 from weakincentives.runtime.agent_loop import AgentLoop
-from weakincentives.runtime.bundle import DebugBundleConfig, bundle_recorder
+from weakincentives.runtime.agent_worker import (
+    TRANSIENT_ERRORS,
+    reply_target,
+    should_retry,
+    with_decode_errors_dead_lettered,
+)
+from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundle_recorder
 from weakincentives.runtime.dlq import DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget
@@ -34,18 +37,13 @@ __all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig", "TransientEvalError
 
 _log = logging.getLogger(__name__)
 
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    AdapterConnectionError,
-    AdapterTimeoutError,
-    RateLimitError,
-    ProviderServerError,
-    MailboxConnectionError,
-)
-"""Agent failures worth another delivery when a dead-letter policy allows retries."""
-
 
 class TransientEvalError(EvalError):
-    """A sample failed for a reason that may pass; the delivery is retried."""
+    """Not raised any more; kept so that existing imports keep working.
+
+    A transient agent failure is re-raised as itself, so the worker's retry and
+    dead-letter policies (`never_dead_letter`, `dead_letter_on`) see its real type.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +63,12 @@ class EvalLoopConfig:
     record_transcript: bool = True
     """Keep messages and tool calls on each result (for `wink query` and the viewer)."""
     transient_errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS
-    """Agent exceptions retried through the DLQ policy before an error result is sent."""
+    """Agent exceptions retried (while the retry and dead-letter policies allow) before
+    the error result is sent."""
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not self.timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
 
     def bundle_config(self) -> DebugBundleConfig | None:
         """The effective debug bundle configuration, if bundles are on."""
@@ -83,20 +86,23 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     `loop` under the request's experiment, scores the output with `evaluator` (a
     session-aware evaluator also gets the session), replies the result to the message's
     `reply_to` (or to `results` when the message has none) and acknowledges. Every
-    outcome is a result: an agent that raised, no output, an evaluator that raised, a
-    timeout — each with its `error_kind`.
+    outcome is a result: an agent that raised, no output, an evaluator or judge that
+    raised, a timeout, a budget overrun, each with its `error_kind`. Transient agent
+    failures (`EvalLoopConfig.transient_errors`) are retried while the retry and
+    dead-letter policies allow; the last allowed delivery sends the error result. A body
+    that is not an `EvalRequest` is dead-lettered at once.
 
     Args:
         loop: The agent under test (the production `AgentLoop`).
         evaluator: `(output, expected) -> Score`, or session-aware `(output, expected,
             session) -> Score`.
-        requests: Mailbox of `EvalRequest`s.
+        requests: Mailbox of `EvalRequest`s (None: only `evaluate` can be used).
         config: Per-sample settings (timeouts, budgets, bundles, leases).
-        dlq: Dead-letter policy; with one, transient agent failures are retried up to
-            `dlq.max_deliveries` before the error result is sent.
+        dlq: Dead-letter policy for messages given up on.
         max_concurrent: Samples in flight at once.
-        results: Where results go when a request has no `reply_to`.
-        retry: Backoff between retries.
+        results: Where results go when a request has no `reply_to` (None: dropped with
+            a warning).
+        retry: Retry limit and backoff between deliveries.
         clock: Clock for latencies, deadlines and heartbeats.
         name: Name in logs and health reports.
     """
@@ -116,15 +122,16 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         name: str | None = None,
     ) -> None:
         self.config = config or EvalLoopConfig()
+        self._retry_policy = retry or RetryPolicy()
+        self._dlq_policy = with_decode_errors_dead_lettered(dlq)
         super().__init__(
             requests=requests, name=name, clock=clock, max_concurrent=max_concurrent,
-            retry=retry, dlq=dlq, lease=self.config.lease_extender,
+            retry=self._retry_policy, dlq=self._dlq_policy, lease=self.config.lease_extender,
         )  # fmt: skip
         self.loop = loop
         self.evaluator = evaluator
         self.results = results
-        self._dlq_policy = dlq
-        self._clock = clock
+        self._eval_clock = clock
 
     def handle(
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
@@ -136,13 +143,11 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 f"expected an EvalRequest, got {type(request).__name__}; "
                 "send EvalRequest(sample=..., experiment=...) bodies",
             )
+        target = reply_target(message, self.results)
         outcome = self.evaluate(request, heartbeat=heartbeat, delivery_count=message.delivery_count)
-        self._raise_if_transient(outcome, message.delivery_count)
-        result = outcome.result
-        if message.reply_to is not None:
-            message.reply(result)
-        elif self.results is not None:
-            self.results.send(result)
+        self._raise_if_retrying(outcome, message.delivery_count)
+        if target is not None:
+            target.send(outcome.result)
         else:
             _log.warning(
                 "%s: request %s has no reply_to and the loop has no results mailbox; "
@@ -160,7 +165,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         sample = request.sample
         with bundle_recorder(
             self.config.bundle_config(), request_id=str(request.request_id), kind="eval",
-            clock=self._clock, sample_id=sample.id, experiment=request.experiment.name,
+            clock=self._eval_clock, sample_id=sample.id, experiment=request.experiment.name,
             run_id=request.run_id,
         ) as rec:  # fmt: skip
             rec.set_request(request)
@@ -168,7 +173,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 self.loop, self.evaluator, request, timeout=self.config.timeout,
                 budget=self.config.budget, heartbeat=heartbeat,
                 record_transcript=self.config.record_transcript,
-                delivery_count=delivery_count, clock=self._clock,
+                delivery_count=delivery_count, clock=self._eval_clock,
                 on_prepared=rec.set_session_before if rec.enabled else None,
             )  # fmt: skip
             _record_outcome(rec, outcome)
@@ -177,18 +182,23 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         result = dataclasses.replace(outcome.result, bundle_path=rec.path)
         return dataclasses.replace(outcome, result=result)
 
-    def _raise_if_transient(self, outcome: SampleOutcome, delivery_count: int) -> None:
-        policy = self._dlq_policy
+    def _raise_if_retrying(self, outcome: SampleOutcome, delivery_count: int) -> None:
+        """Re-raise a transient agent failure while another delivery is allowed.
+
+        The error is raised as itself, so the worker decides with the same policies
+        (`should_retry` asks them first): it is never dead-lettered unanswered.
+        """
         exc = outcome.exception
-        if policy is None or exc is None or outcome.result.error_kind != "agent":
+        if outcome.failed_stage != "agent" or not isinstance(exc, Exception):
             return
-        if delivery_count >= policy.max_deliveries:
-            return  # out of retries: the error result is the answer
-        if isinstance(exc, self.config.transient_errors):
-            raise TransientEvalError(f"sample {outcome.result.sample_id}: {exc}") from exc
+        if should_retry(
+            exc, delivery_count, transient=self.config.transient_errors,
+            retry=self._retry_policy, dlq=self._dlq_policy,
+        ):  # fmt: skip
+            raise exc
 
 
-def _record_outcome(rec: Any, outcome: SampleOutcome) -> None:
+def _record_outcome(rec: BundleWriter, outcome: SampleOutcome) -> None:
     if not rec.enabled:
         return
     result = outcome.result
@@ -201,13 +211,15 @@ def _record_outcome(rec: Any, outcome: SampleOutcome) -> None:
             "sample_id": result.sample_id,
             "experiment_name": result.experiment_name,
             "epoch": result.epoch,
+            "request_id": result.request_id,
             "score": result.score,
             "passed": result.passed,
             "latency_ms": result.latency_ms,
             "error": result.error,
             "error_kind": result.error_kind,
             "usage": result.usage,
+            "delivery_count": result.delivery_count,
         }
     )
     if result.error is not None:
-        rec.set_error(result.error_kind or "agent", result.error)
+        rec.set_error(result.error_kind or "agent", outcome.exception or result.error)

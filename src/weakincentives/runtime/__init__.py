@@ -5,6 +5,11 @@ This is the production side: what an `EvalLoop` wraps is exactly what serves tra
 
 from typing import TYPE_CHECKING, Any
 
+from weakincentives.runtime.agent_worker import (
+    AgentLoopRequest,
+    AgentLoopResult,
+    AgentLoopWorker,
+)
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.lifecycle import LoopGroup
@@ -41,6 +46,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentLoop",
+    "AgentLoopRequest",
+    "AgentLoopResult",
+    "AgentLoopWorker",
     "Budget",
     "BudgetTracker",
     "ChatMessage",

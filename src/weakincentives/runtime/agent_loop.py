@@ -3,20 +3,30 @@
 Subclass it and implement `create_prompt` (and `create_session` if your sessions need
 reducers or seeded state). `execute` prepares the prompt under an experiment, runs it
 through the adapter, and returns the response with the session that recorded the run.
+`run(requests)` serves a mailbox of `AgentLoopRequest`s (see `agent_worker`).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.prompt import Prompt, PromptOverridesStore
+from weakincentives.runtime.agent_worker import AgentLoopWorker
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
+
+if TYPE_CHECKING:
+    from weakincentives.runtime.agent_worker import AgentLoopRequest, AgentLoopResult
+    from weakincentives.runtime.bundle import DebugBundleConfig
+    from weakincentives.runtime.dlq import DLQPolicy, RetryPolicy
+    from weakincentives.runtime.lease import LeaseExtenderConfig
+    from weakincentives.runtime.mailbox import Mailbox
+    from weakincentives.runtime.worker import WorkerStats
 
 __all__ = ["AgentLoop", "FunctionLoop", "MainLoop"]
 
@@ -118,6 +128,62 @@ class AgentLoop(Generic[RequestT, OutputT]):
             prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
         )
         return self.finalize(prompt, session, response), session
+
+    def run(
+        self,
+        requests: Mailbox[AgentLoopRequest[RequestT], AgentLoopResult[OutputT]],
+        *,
+        results: Mailbox[AgentLoopResult[OutputT], Any] | None = None,
+        max_iterations: int | None = None,
+        until_drained: bool = False,
+        wait_time_seconds: float | None = None,
+        visibility_timeout: float | None = None,
+        max_concurrent: int = 1,
+        retry: RetryPolicy | None = None,
+        dlq: DLQPolicy[AgentLoopRequest[RequestT]] | None = None,
+        lease: LeaseExtenderConfig | None = None,
+        debug_bundle: DebugBundleConfig | None = None,
+    ) -> WorkerStats:
+        """Serve `requests` as a mailbox worker: answer each `AgentLoopRequest` (blocks).
+
+        Each request runs through `execute` under its experiment, deadline and budget;
+        the `AgentLoopResult` goes to the message's `reply_to` (or to `results`). To stop
+        the worker from another thread, or to run it in a `LoopGroup`, build the
+        `AgentLoopWorker` yourself: `AgentLoopWorker(loop, requests=...)`.
+
+        Args:
+            requests: Mailbox of `AgentLoopRequest`s.
+            results: Where answers go when a request has no `reply_to`.
+            max_iterations: Receives to make (None: no limit).
+            until_drained: Stop once the mailbox is empty and no request runs.
+            wait_time_seconds: Long poll of each receive (default 20 s).
+            visibility_timeout: Visibility timeout of each receive (default 300 s).
+            max_concurrent: Requests in flight at once.
+            retry: Retry limit and backoff for transient failures.
+            dlq: Dead-letter policy (undecodable bodies go there at once).
+            lease: Heartbeat-driven visibility extension.
+            debug_bundle: Write one debug bundle per request.
+
+        Returns:
+            What the worker did (received, succeeded, retried, dead-lettered...).
+        """
+        worker = AgentLoopWorker(
+            self,
+            requests=requests,
+            results=results,
+            max_concurrent=max_concurrent,
+            retry=retry,
+            dlq=dlq,
+            lease=lease,
+            debug_bundle=debug_bundle,
+        )
+        worker.run(
+            max_iterations=max_iterations,
+            until_drained=until_drained,
+            wait_time_seconds=wait_time_seconds,
+            visibility_timeout=visibility_timeout,
+        )
+        return worker.stats
 
 
 MainLoop = AgentLoop

@@ -47,6 +47,9 @@ _POLL_SLICE = 0.5
 """Longest single receive: bounds how long `shutdown` waits for an idle long poll."""
 _IDLE_PAUSE = 0.05
 """Pause after an empty non-blocking poll (or a receive error), so idling is not a spin."""
+_MAX_RECEIVE_BACKOFF = 2.0
+"""Longest pause between two failing receives: the backend (Redis) may be down for a
+while; the worker waits for it, doubling its pause from `_IDLE_PAUSE` up to this."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +72,8 @@ class WorkerStats:
     """Deliveries nacked back unhandled or unfinished because of a shutdown."""
     settle_errors: int = 0
     """Acknowledges or nacks that failed (stale handle, backend error)."""
+    receive_errors: int = 0
+    """Receives that failed (backend unreachable); the worker backs off and retries."""
 
 
 _Counter = Literal[
@@ -80,6 +85,7 @@ _Counter = Literal[
     "dropped",
     "returned",
     "settle_errors",
+    "receive_errors",
 ]
 
 
@@ -258,6 +264,7 @@ class MailboxWorker(Generic[T, R]):
         visibility: float,
     ) -> None:
         iterations = 0
+        failures = 0  # consecutive failed receives
         while max_iterations is None or iterations < max_iterations:
             free = self._wait_for_slot()
             if free == 0:
@@ -272,9 +279,12 @@ class MailboxWorker(Generic[T, R]):
             except MailboxClosedError:
                 return
             except MailboxError:
-                _log.warning("%s: receive failed; retrying", self._name, exc_info=True)
-                self._stop.wait(_IDLE_PAUSE)
+                failures += 1
+                self._receive_failed(failures)
                 continue
+            if failures:
+                _log.warning("%s: receive works again after %d failures", self._name, failures)
+                failures = 0
             self._beat()
             if messages:
                 self._dispatch(pool, messages)
@@ -282,6 +292,24 @@ class MailboxWorker(Generic[T, R]):
                 return
             elif wait == 0:
                 self._stop.wait(_IDLE_PAUSE)
+
+    def _receive_failed(self, failures: int) -> None:
+        """Back off after a failed receive: the worker outlives a backend outage.
+
+        The pause doubles with each consecutive failure (up to `_MAX_RECEIVE_BACKOFF`)
+        and ends early on `shutdown()`. Only the first failure of an outage is logged
+        with its traceback, so a long outage does not flood the logs.
+        """
+        self._count("receive_errors")
+        pause = min(_MAX_RECEIVE_BACKOFF, _IDLE_PAUSE * 2.0 ** min(failures - 1, 16))
+        _log.warning(
+            "%s: receive failed (%d in a row); retrying in %.2gs",
+            self._name,
+            failures,
+            pause,
+            exc_info=failures == 1,
+        )
+        self._stop.wait(pause)
 
     def _wait_for_slot(self) -> int:
         """Block until a handler slot is free; return the free slots (0: stopping)."""

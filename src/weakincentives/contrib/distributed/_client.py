@@ -1,0 +1,429 @@
+"""The submitting side: evaluate a dataset on Redis workers, collect an exactly-once report.
+
+`run_distributed` sends one `EvalRequest` per sample, experiment and epoch to the shared
+requests mailbox, each with `reply_to` set to a mailbox of this run only
+(`eval-run-<run id>`) and the run id stamped on it, then collects the replies as they
+arrive. Delivery is at-least-once (a worker killed after replying but before
+acknowledging makes its sample run again), so results are de-duplicated by request id
+and by `(sample, experiment, epoch)`: the report holds exactly one result per request.
+
+Each new result is appended to the run store *before* its message is acknowledged: if
+this process dies, nothing acknowledged is missing from the store, and the results not
+yet stored are still in Redis for `RunStore.resume` (pass the resumed `RunHandle` back
+in: completed samples are skipped, the others are submitted again under the same run id
+and reply mailbox, where late answers of the first attempt count too).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.contrib.mailbox import RedisMailbox
+from weakincentives.errors import ConfigurationError, MailboxConnectionError, MailboxError
+from weakincentives.evals import (
+    BASELINE,
+    Dataset,
+    EvalReport,
+    EvalRequest,
+    EvalResult,
+    Experiment,
+    Fingerprint,
+    RunHandle,
+    RunStatus,
+    RunStore,
+    Sample,
+    new_run_id,
+)
+from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
+
+from ._connection import Backoff, describe, redis_client
+
+__all__ = ["ProgressSink", "reply_mailbox_name", "run_distributed"]
+
+_log = logging.getLogger(__name__)
+
+_SUBMIT_BATCH = 500
+"""Requests per pipelined send."""
+_POLL_SECONDS = 1.0
+"""Longest single wait for results (the timeout is checked between waits)."""
+_RESULT_VISIBILITY = 60.0
+"""Seconds a received result stays hidden: this process stores and acknowledges it in
+far less; if it dies first, the result comes back for the next collector."""
+
+_Key = tuple[str, str, int]
+"""`(sample_id, experiment_name, epoch)`: what a run records once."""
+
+
+class ProgressSink(Protocol):
+    """Told about a run's progress (`weakincentives.cli`'s `RichProgress` is one)."""
+
+    def start(self, total: int | None) -> None:
+        """The run expects `total` results."""
+        ...
+
+    def advance(self, result: EvalResult) -> None:
+        """One more distinct result arrived (or was already stored, on resume)."""
+        ...
+
+    def finish(self) -> None:
+        """The run ended (complete or not)."""
+        ...
+
+
+def reply_mailbox_name(run_id: str) -> str:
+    """The name of a run's results mailbox: `eval-run-<run id>`."""
+    return f"eval-run-{run_id}"
+
+
+def run_distributed(
+    dataset: Iterable[Sample[Any, Any]],
+    experiments: Sequence[Experiment] = (BASELINE,),
+    *,
+    redis_url: str | None = None,
+    client: Any = None,
+    requests: str = "eval-requests",
+    namespace: str = "wink",
+    run_store: RunStore | RunHandle | None = None,
+    fingerprint: Fingerprint | None = None,
+    run_id: str | None = None,
+    epochs: int = 1,
+    timeout: float | None = None,
+    progress: ProgressSink | None = None,
+    config: Mapping[str, Any] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> EvalReport:
+    """Evaluate `dataset` under `experiments` on the workers serving `requests`.
+
+    Workers (`wink worker`) must listen on the same Redis, `namespace` and `requests`
+    mailbox. See the module docstring for delivery and storage guarantees.
+
+    Args:
+        dataset: The samples (ids must be unique).
+        experiments: Experiments to run every sample under.
+        redis_url: Where Redis is (a reconnecting client is made); or pass `client`.
+        client: A redis-py client (`decode_responses=False`); not closed here.
+        requests: Name of the workers' requests mailbox.
+        namespace: Key prefix the workers use.
+        run_store: A `RunStore` (a new run is created in it and finished here), or a
+            writable `RunHandle` (e.g. from `RunStore.resume`: its completed samples are
+            skipped; the caller finishes it). None: results are not stored.
+        fingerprint: Fingerprint of a new run (default: dataset hash, experiments,
+            epochs, and `redis:<namespace>/<requests>` as the target).
+        run_id: Id of the run (default: the new run's, or a fresh one without a store).
+        epochs: Times each sample is run per experiment.
+        timeout: Seconds to wait for every result, submission included (None: no
+            limit); checked between Redis calls, so while Redis is unreachable it may
+            be overrun by one call's retries (a few seconds). When it passes, the
+            report says `complete=False` and a run created here is `interrupted`.
+        progress: Told about each distinct result.
+        config: Settings kept in the report and the run's manifest.
+        clock: Clock of the timeout and of the backoff while Redis is unreachable.
+
+    Returns:
+        One result per request (`report.complete` says whether all arrived).
+
+    Raises:
+        ConfigurationError: Bad arguments (neither or both of `redis_url` and
+            `client`, no experiments, duplicate names, `epochs < 1`, ...).
+        RunStoreError: Results could not be stored (they stay in Redis for a resume).
+    """
+    samples = list(dataset)
+    _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
+    connection = client if client is not None else redis_client(str(redis_url))
+    settings = {
+        "mode": "distributed",
+        "requests": requests,
+        "namespace": namespace,
+        "epochs": epochs,
+        "timeout": timeout,
+        **dict(config or {}),
+    }
+    expected = {
+        (s.id, e.name, epoch) for e in experiments for epoch in range(epochs) for s in samples
+    }
+    handle: RunHandle | None = None
+    owned = False
+    status: RunStatus = "interrupted"
+    try:
+        handle, owned = _open_run(
+            run_store, samples, experiments, epochs, fingerprint, run_id, settings, len(expected)
+        )
+        run_id = handle.run_id if handle is not None else run_id or new_run_id(clock.now())
+        collector = _Collector(expected, run_id, handle, progress)
+        if handle is not None:
+            collector.restore(handle)
+        report = _execute(
+            samples, experiments, epochs, connection, requests, namespace, run_id,
+            collector, settings, clock, timeout,
+        )  # fmt: skip
+        status = "complete" if report.complete else "interrupted"
+        return report
+    finally:
+        if progress is not None:
+            progress.finish()
+        if owned and handle is not None:
+            handle.finish(status)
+        if client is None:
+            connection.close()
+
+
+def _execute(
+    samples: list[Sample[Any, Any]],
+    experiments: Sequence[Experiment],
+    epochs: int,
+    client: Any,
+    requests: str,
+    namespace: str,
+    run_id: str,
+    collector: _Collector,
+    settings: Mapping[str, Any],
+    clock: Clock,
+    timeout: float | None,
+) -> EvalReport:
+    deadline = None if timeout is None else clock.monotonic() + timeout
+    reply_name = reply_mailbox_name(run_id)
+    outbox: RedisMailbox[EvalRequest[Any, Any], Any] = RedisMailbox(
+        requests, client=client, namespace=namespace
+    )
+    results: RedisMailbox[EvalResult, Any] = RedisMailbox(
+        reply_name, client=client, namespace=namespace, body_type=EvalResult
+    )
+    try:
+        pending = [
+            EvalRequest(sample=sample, experiment=experiment, epoch=epoch, run_id=run_id)
+            for experiment in experiments
+            for epoch in range(epochs)
+            for sample in samples
+            if (sample.id, experiment.name, epoch) not in collector.done
+        ]
+        _log.info(
+            "run %s: submitting %d requests to %r on %s; results come back to %r",
+            run_id, len(pending), requests, describe(client), reply_name,
+        )  # fmt: skip
+        if _submit(outbox, pending, reply_name, clock, deadline):
+            _collect(results, collector, clock, deadline)
+        if collector.missing == 0:
+            # Only late duplicates can still be in there (or arrive: the queue's TTL
+            # removes those), so free the memory now.
+            _quietly(results.purge, "purging the run's results mailbox")
+    finally:
+        outbox.close()
+        results.close()
+    _log.info(
+        "run %s: %d of %d results (%d duplicate and %d foreign replies dropped)",
+        run_id, len(collector.results), len(collector.expected), collector.duplicates,
+        collector.foreign,
+    )  # fmt: skip
+    return EvalReport(
+        tuple(collector.results),
+        expected_count=len(collector.expected),
+        run_id=run_id,
+        config=dict(settings),
+    )
+
+
+def _submit(
+    outbox: RedisMailbox[EvalRequest[Any, Any], Any],
+    pending: list[EvalRequest[Any, Any]],
+    reply_name: str,
+    clock: Clock,
+    deadline: float | None,
+) -> bool:
+    """Send `pending` in pipelined batches; False if the deadline passed first."""
+    backoff = Backoff(clock)
+    start = 0
+    while start < len(pending):
+        batch = pending[start : start + _SUBMIT_BATCH]
+        try:
+            outbox.send_many(batch, reply_to=reply_name)
+        except MailboxConnectionError:
+            if _expired(clock, deadline):
+                return False
+            _log_outage(backoff, "submitting requests")
+            backoff.wait(deadline)
+            continue  # the batch again: requests sent twice are answered once
+        backoff.reset()
+        start += len(batch)
+    return True
+
+
+def _collect(
+    results: RedisMailbox[EvalResult, Any],
+    collector: _Collector,
+    clock: Clock,
+    deadline: float | None,
+) -> None:
+    """Receive, store, then acknowledge results until all are in or the deadline passes."""
+    backoff = Backoff(clock)
+    while collector.missing and not _expired(clock, deadline):
+        wait = (
+            _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, deadline - clock.monotonic())
+        )
+        try:
+            messages = results.receive(
+                max_messages=MAX_MESSAGES,
+                visibility_timeout=_RESULT_VISIBILITY,
+                wait_time_seconds=max(0.0, wait),
+            )
+        except MailboxConnectionError:
+            _log_outage(backoff, "receiving results")
+            backoff.wait(deadline)
+            continue
+        if backoff.failures:
+            _log.warning("Redis is reachable again after %d failed attempts", backoff.failures)
+            backoff.reset()
+        collector.take(messages)  # stores before anything is acknowledged
+        for message in messages:
+            _quietly(message.acknowledge, f"acknowledging result {message.id}")
+
+
+class _Collector:
+    """Keeps one result per expected key, storing and reporting each new one."""
+
+    def __init__(
+        self,
+        expected: set[_Key],
+        run_id: str,
+        handle: RunHandle | None,
+        progress: ProgressSink | None,
+    ) -> None:
+        self.expected = expected
+        self.run_id = run_id
+        self.handle = handle
+        self.progress = progress
+        self.done: dict[_Key, EvalResult] = {}
+        self.results: list[EvalResult] = []
+        self.request_ids: set[str] = set()
+        self.duplicates = 0
+        self.foreign = 0
+        if progress is not None:
+            progress.start(len(expected))
+
+    @property
+    def missing(self) -> int:
+        """Expected keys without a result yet."""
+        return len(self.expected) - len(self.done)
+
+    def restore(self, handle: RunHandle) -> None:
+        """Count what a resumed run already stored (cancelled results do not count)."""
+        completed = handle.completed_keys()
+        for result in handle.latest_results(strict=False):
+            if result.key in completed and result.key in self.expected:
+                self._record(result)
+
+    def take(self, messages: Sequence[Message[EvalResult, Any]]) -> None:
+        """Store and report the new results among `messages` (not acknowledged here)."""
+        fresh: list[EvalResult] = []
+        for message in messages:
+            result = self._accept(message)
+            if result is not None:
+                fresh.append(result)
+                self._record(result)
+        if fresh and self.handle is not None:
+            self.handle.extend(fresh)  # may raise: then nothing is acknowledged
+
+    def _accept(self, message: Message[EvalResult, Any]) -> EvalResult | None:
+        if message.decode_error is not None:
+            _log.warning("dropping an unreadable reply: %s", message.decode_error)
+            self.foreign += 1
+            return None
+        result = message.body
+        if result.run_id != self.run_id or result.key not in self.expected:
+            _log.warning(
+                "dropping a result of run %r for %s: not a request of run %s",
+                result.run_id, result.key, self.run_id,
+            )  # fmt: skip
+            self.foreign += 1
+            return None
+        if result.key in self.done or (result.request_id in self.request_ids):
+            self.duplicates += 1
+            return None
+        return result
+
+    def _record(self, result: EvalResult) -> None:
+        self.done[result.key] = result
+        if result.request_id is not None:
+            self.request_ids.add(result.request_id)
+        self.results.append(result)
+        if self.progress is not None:
+            self.progress.advance(result)
+
+
+def _check_arguments(
+    samples: list[Sample[Any, Any]],
+    experiments: Sequence[Experiment],
+    epochs: int,
+    timeout: float | None,
+    redis_url: str | None,
+    client: Any,
+) -> None:
+    problems: list[str] = []
+    if (redis_url is None) == (client is None):
+        problems.append("pass exactly one of redis_url= and client=")
+    names = [e.name for e in experiments]
+    if not names or len(names) != len(set(names)):
+        problems.append(f"need at least one experiment, with unique names, got {names}")
+    if epochs < 1:
+        problems.append(f"epochs must be >= 1, got {epochs}")
+    if timeout is not None and not timeout > 0:
+        problems.append(f"timeout must be > 0 seconds or None, got {timeout}")
+    if problems:
+        raise ConfigurationError("run_distributed: " + "; ".join(problems))
+    Dataset(samples=tuple(samples))  # raises InvalidDatasetError on duplicate ids
+
+
+def _open_run(
+    run_store: RunStore | RunHandle | None,
+    samples: list[Sample[Any, Any]],
+    experiments: Sequence[Experiment],
+    epochs: int,
+    fingerprint: Fingerprint | None,
+    run_id: str | None,
+    settings: Mapping[str, Any],
+    expected: int,
+) -> tuple[RunHandle | None, bool]:
+    """The run handle to append to, and whether this call created it (and finishes it)."""
+    if run_store is None:
+        return None, False
+    if isinstance(run_store, RunHandle):
+        if not run_store.writable:
+            raise ConfigurationError(
+                f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
+                "RunStore.create(...) to append to it",
+            )
+        return run_store, False
+    if fingerprint is None:
+        fingerprint = Fingerprint.build(
+            dataset_sha256=Dataset(samples=tuple(samples)).sha256,
+            experiments=experiments,
+            evaluators=(),
+            target=f"redis:{settings['namespace']}/{settings['requests']}",
+            epochs=epochs,
+        )
+    handle = run_store.create(
+        fingerprint, run_id=run_id, config=settings, expected_results=expected
+    )
+    return handle, True
+
+
+def _expired(clock: Clock, deadline: float | None) -> bool:
+    return deadline is not None and clock.monotonic() >= deadline
+
+
+def _log_outage(backoff: Backoff, action: str) -> None:
+    # The traceback once per outage; then one line per attempt.
+    _log.warning(
+        "Redis unreachable while %s (attempt %d); retrying in %.2gs",
+        action, backoff.failures + 1, backoff.next_delay(), exc_info=backoff.failures == 0,
+    )  # fmt: skip
+
+
+def _quietly(call: Any, action: str) -> None:
+    try:
+        call()
+    except MailboxError as exc:
+        # An unacknowledged result is delivered again and dropped as a duplicate.
+        _log.warning("failed %s: %s", action, exc)

@@ -1,0 +1,398 @@
+"""A self-contained HTML report of an `EvalReport`: one file, no scripts, no external assets.
+
+`wink eval report RUN --html FILE` writes it; `wink debug` serves the same page for a run.
+Sections: a summary per experiment (pass rate and mean score with intervals, errors,
+latency, tokens), paired comparisons against the baseline, one table per slice of the
+samples' metadata, and the flipped samples of each comparison. Every value taken from
+the results is HTML-escaped, so a model output cannot inject markup into the report.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from collections.abc import Hashable, Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from weakincentives.errors import ConfigurationError
+from weakincentives.evals import (
+    BASELINE,
+    CONTROL,
+    EvalReport,
+    EvalResult,
+    ExperimentComparison,
+    FlippedSample,
+    Summary,
+)
+
+__all__ = ["render_html_report", "write_html_report"]
+
+_MAX_FLIPS = 500
+"""Flipped samples listed per comparison and direction before "N more"."""
+_MAX_SLICE_VALUES = 20
+"""An automatically picked slice key has at most this many distinct values."""
+_MAX_SLICE_KEYS = 3
+"""How many metadata keys are sliced on automatically."""
+_MAX_TEXT = 300
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
+max-width:1200px;padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.2rem;margin:2rem 0 .5rem;
+border-bottom:1px solid #d0d7de;padding-bottom:.25rem}h3{font-size:1rem;margin:1.25rem 0 .4rem}
+.muted{color:#57606a}table{border-collapse:collapse;width:100%;margin:.5rem 0}
+th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #eaeef2;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}td.num,th.num{text-align:right;
+font-variant-numeric:tabular-nums;white-space:nowrap}
+.bar{position:relative;height:.6rem;background:#eaeef2;border-radius:3px;min-width:120px}
+.fill{position:absolute;top:0;bottom:0;left:0;background:#54aeff;border-radius:3px}
+.ci{position:absolute;top:-.15rem;bottom:-.15rem;border-left:2px solid #0550ae;
+border-right:2px solid #0550ae}
+.passed{color:#1a7f37}.failed{color:#cf222e}.error{color:#9a6700}
+.wrap{overflow-x:auto}.sig{font-weight:600}code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;
+font-size:.9em}
+"""
+
+
+def write_html_report(
+    report: EvalReport,
+    path: str | os.PathLike[str],
+    *,
+    baseline: str | None = None,
+    slice_key: str | None = None,
+) -> Path:
+    """Write `report` as one self-contained HTML file at `path`; returns the path.
+
+    Args:
+        report: The report (e.g. `EvalReport.load(run_dir)`).
+        path: File to write (its directory must exist).
+        baseline: Experiment to compare the others against (default: `baseline`, else
+            `control`, else the first experiment).
+        slice_key: Metadata key to slice on; by default up to three keys with 2-20
+            distinct values are picked.
+
+    Raises:
+        ConfigurationError: `baseline` or `slice_key` names nothing in the report.
+    """
+    target = Path(path)
+    text = render_html_report(report, baseline=baseline, slice_key=slice_key)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def render_html_report(
+    report: EvalReport, *, baseline: str | None = None, slice_key: str | None = None
+) -> str:
+    """The HTML text `write_html_report` writes (see there for the arguments).
+
+    Raises:
+        ConfigurationError: `baseline` or `slice_key` names nothing in the report.
+    """
+    names = report.experiment_names
+    if baseline is not None and baseline not in names:
+        known = ", ".join(names) or "none"
+        raise ConfigurationError(f"no experiment {baseline!r} in the report; experiments: {known}")
+    chosen = baseline if baseline is not None else _default_baseline(names)
+    comparisons = list(report.compare_all(chosen).values()) if chosen is not None else []
+    title = f"Eval report: {report.run_id}" if report.run_id else "Eval report"
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="muted">{_e(_headline(report))}</p>',
+        _summary_section(report),
+        _comparison_section(comparisons),
+        _slice_section(report, _slice_keys(report, slice_key)),
+        _flips_section(comparisons),
+        f'<p class="muted">weakincentives {_e(_version())}</p>',
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</body></html>\n"
+    )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("weakincentives")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "(development)"
+
+
+def _default_baseline(names: Sequence[str]) -> str | None:
+    if len(names) < 2:
+        return None
+    for preferred in (BASELINE.name, CONTROL.name):
+        if preferred in names:
+            return preferred
+    return names[0]
+
+
+def _headline(report: EvalReport) -> str:
+    parts = [f"{report.total} results", f"{len(report.experiment_names)} experiments"]
+    if report.epochs > 1:
+        parts.append(f"{report.epochs} epochs")
+    if report.expected_count is not None:
+        parts.append("complete" if report.complete else f"incomplete: {report.missing} missing")
+    return ", ".join(parts)
+
+
+# -- summary ------------------------------------------------------------------------------
+
+
+def _summary_section(report: EvalReport) -> str:
+    head = _row(
+        ["Experiment", "n", "Passed", "Errors", "Pass rate (95% CI)", "", "Mean score (95% CI)",
+         "Latency p50 / p95", "Tokens", "Errors by kind"],
+        header=True,
+        numeric={1, 2, 3, 4, 6, 7, 8},
+    )  # fmt: skip
+    rows = [_summary_row(name, report.experiment(name)) for name in report.experiment_names]
+    if len(rows) > 1:
+        rows.append(_summary_row("all", report))
+    return "<h2>Summary</h2>\n" + _table(head, rows)
+
+
+def _summary_row(name: str, report: EvalReport) -> str:
+    s = report.summarize()
+    kinds = ", ".join(f"{k} {n}" for k, n in report.errors_by_kind().items()) or "none"
+    return _row(
+        [
+            name, str(s.n), str(s.passed), str(s.errors), _rate(s), _bar_html(s), _mean(s),
+            f"{_ms(report.latency_p50_ms)} / {_ms(report.latency_p95_ms)}",
+            f"{report.total_tokens:,}", kinds,
+        ],
+        numeric={1, 2, 3, 4, 6, 7, 8},
+        raw={5},
+    )  # fmt: skip
+
+
+def _rate(s: Summary) -> str:
+    return f"{_pct(s.pass_rate)} {_pct_interval(s.pass_rate_low, s.pass_rate_high)}"
+
+
+def _mean(s: Summary) -> str:
+    return f"{_num(s.mean)} [{_num(s.mean_low)}, {_num(s.mean_high)}]"
+
+
+def _bar_html(summary: Summary) -> str:
+    def pct(x: float) -> str:
+        return f"{max(0.0, min(1.0, x)) * 100:.1f}%" if math.isfinite(x) else "0%"
+
+    low, high = summary.pass_rate_low, summary.pass_rate_high
+    width = f"calc({pct(high)} - {pct(low)})"
+    return (
+        f'<div class="bar" title="{_pct(summary.pass_rate)}"><div class="fill" '
+        f'style="width:{pct(summary.pass_rate)}"></div><div class="ci" '
+        f'style="left:{pct(low)};width:{width}"></div></div>'
+    )
+
+
+# -- comparisons ------------------------------------------------------------------------
+
+
+def _comparison_section(comparisons: Sequence[ExperimentComparison]) -> str:
+    if not comparisons:
+        return ""
+    head = _row(
+        ["Treatment vs baseline", "Pairs", "Pass rates", "Paired delta (95% CI)", "Bootstrap CI",
+         "p-value", "Holm / BH", "Regressed / improved", "Detectable effect",
+         "Score delta (95% CI)"],
+        header=True,
+        numeric={1, 2, 3, 4, 5, 6, 7, 8, 9},
+    )  # fmt: skip
+    rows = []
+    for c in comparisons:
+        test = c.mcnemar
+        method = "" if test is None else (" (exact)" if test.exact else " (chi²)")
+        scores = c.score_paired
+        score_delta = (
+            f"{_signed(scores.delta)} [{_signed(scores.low)}, {_signed(scores.high)}]"
+            if scores is not None
+            else "n/a"
+        )
+        adjusted = f"{_p(c.p_value_holm)} / {_p(c.p_value_bh)}"
+        rows.append(
+            _row(
+                [
+                    f"{c.treatment_name} vs {c.baseline_name}",
+                    str(c.n_pairs),
+                    f"{_pct(c.baseline_pass_rate)} → {_pct(c.treatment_pass_rate)}",
+                    f"{_signed_pct(c.delta)} {_pct_interval(c.delta_ci.low, c.delta_ci.high)}",
+                    _pct_interval(c.bootstrap_ci.low, c.bootstrap_ci.high),
+                    _p(c.p_value) + method,
+                    adjusted,
+                    f"{len(c.regressions)} / {len(c.improvements)}",
+                    _pct(c.minimum_detectable_effect),
+                    score_delta,
+                ],
+                numeric={1, 2, 3, 4, 5, 6, 7, 8, 9},
+            )
+        )
+    note = (
+        '<p class="muted">Pairs are matched by sample and epoch; the p-value is McNemar\'s test '
+        "on the discordant pairs (regressed / improved), exact up to 25 of them.</p>"
+    )
+    return "<h2>Comparisons</h2>\n" + _table(head, rows) + note
+
+
+def _flips_section(comparisons: Sequence[ExperimentComparison]) -> str:
+    parts = []
+    for c in comparisons:
+        for label, flips in (
+            ("regressed (pass → fail)", c.regressions),
+            ("improved (fail → pass)", c.improvements),
+        ):
+            title = f"{c.treatment_name} vs {c.baseline_name}: {len(flips)} {label}"
+            parts.append(f"<h3>{_e(title)}</h3>")
+            if flips:
+                parts.append(_flip_table(flips, c))
+    if not parts:
+        return ""
+    return "<h2>Flipped samples</h2>\n" + "\n".join(parts)
+
+
+def _flip_table(flips: Sequence[FlippedSample], c: ExperimentComparison) -> str:
+    head = _row(["Sample", "Epoch", c.baseline_name, c.treatment_name], header=True, numeric={1})
+    rows = [
+        _row(
+            [f.sample_id, str(f.epoch), _verdict(f.baseline), _verdict(f.treatment)],
+            numeric={1},
+            raw={2, 3},
+        )
+        for f in flips[:_MAX_FLIPS]
+    ]
+    more = len(flips) - _MAX_FLIPS
+    tail = f'<p class="muted">and {more} more</p>' if more > 0 else ""
+    return _table(head, rows) + tail
+
+
+def _verdict(result: EvalResult) -> str:
+    if result.is_error:
+        status, detail = "error", f"{result.error_kind or 'error'}: {result.error}"
+    else:
+        status = "passed" if result.passed else "failed"
+        detail = f"{result.score.value:.3g} {result.score.reason}".strip()
+    return f'<span class="{status}">{status}</span> {_e(_clip(detail))}'
+
+
+# -- slices -------------------------------------------------------------------------------
+
+
+def _slice_keys(report: EvalReport, slice_key: str | None) -> list[str]:
+    if slice_key is not None:
+        if not any(slice_key in r.metadata for r in report.results):
+            raise ConfigurationError(
+                f"no result has metadata key {slice_key!r}; pick one of: "
+                f"{', '.join(_metadata_keys(report.results)) or 'none (no metadata)'}"
+            )
+        return [slice_key]
+    keys = []
+    for key in _metadata_keys(report.results):
+        values = {r.metadata.get(key) for r in report.results if _scalar(r.metadata.get(key))}
+        if 2 <= len(values) <= _MAX_SLICE_VALUES and all(
+            _scalar(r.metadata.get(key)) for r in report.results
+        ):
+            keys.append(key)
+        if len(keys) == _MAX_SLICE_KEYS:
+            break
+    return keys
+
+
+def _metadata_keys(results: Iterable[EvalResult]) -> list[str]:
+    seen: dict[str, None] = {}
+    for result in results:
+        seen.update(dict.fromkeys(result.metadata))
+    return list(seen)
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _slice_section(report: EvalReport, keys: Sequence[str]) -> str:
+    parts = []
+    for key in keys:
+        head = _row(
+            [key, "Experiment", "n", "Pass rate (95% CI)", "", "Mean score (95% CI)", "Errors"],
+            header=True,
+            numeric={2, 3, 5, 6},
+        )
+        rows = []
+        groups = report.group_by(key)
+        for value, group in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
+            label = "(missing)" if value is None else str(value)
+            for name in group.experiment_names:
+                s = group.experiment(name).summarize()
+                cells = [label, name, str(s.n), _rate(s), _bar_html(s), _mean(s), str(s.errors)]
+                rows.append(_row(cells, numeric={2, 3, 5, 6}, raw={4}))
+        parts.append(f"<h3>By {_e(key)}</h3>" + _table(head, rows))
+    if not parts:
+        return ""
+    return "<h2>Slices</h2>\n" + "\n".join(parts)
+
+
+def _sort_key(value: Hashable) -> tuple[int, str]:
+    return (1, "") if value is None else (0, str(value))
+
+
+# -- formatting ---------------------------------------------------------------------------
+
+
+def _table(head: str, rows: Sequence[str]) -> str:
+    return '<div class="wrap"><table>' + head + "".join(rows) + "</table></div>"
+
+
+def _row(
+    cells: Sequence[str], *, header: bool = False, numeric: set[int], raw: set[int] | None = None
+) -> str:
+    tag = "th" if header else "td"
+    out = []
+    for i, cell in enumerate(cells):
+        cls = ' class="num"' if i in numeric else ""
+        text = cell if raw and i in raw else _e(cell)
+        out.append(f"<{tag}{cls}>{text}</{tag}>")
+    return "<tr>" + "".join(out) + "</tr>"
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:.1f}%"
+
+
+def _signed_pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x * 100:+.1f} pp"
+
+
+def _pct_interval(low: float, high: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "[n/a]"
+    return f"[{low * 100:.1f}, {high * 100:.1f}]"
+
+
+def _num(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.3f}"
+
+
+def _signed(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.3f}"
+
+
+def _p(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 10 else f"{x:.1f} ms"

@@ -1,0 +1,103 @@
+"""A cache of the tables `wink query` built for a run, so the next query starts at once.
+
+The cache is a SQLite file, `.query-cache.sqlite`, in the run directory (or in the
+directory of runs queried). It holds the tables filled so far plus a small meta table
+with the source signature (size, mtime and inode of every `run.json` and
+`results.jsonl`) and the names of the filled tables. A cache whose signature differs
+from the runs' is ignored and rewritten: appending one result invalidates it.
+
+Measured on 100,000 results: building `results` from results.jsonl takes about 1.3 s,
+loading it from the cache about 0.1 s (see `bench/bench_query.py`).
+
+The file is written atomically (temporary file + rename) and only by this process's own
+code, never by the user's SQL (which runs on a separate read-only copy). Writing is
+best-effort: a read-only run directory just means no cache. A cache is only used when
+its schema is exactly the one this code creates, so an old or planted file never adds
+views, triggers or tables to what the user's query sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["CACHE_FILE", "load_cache", "store_cache"]
+
+CACHE_FILE = ".query-cache.sqlite"
+"""Name of the cache file in a queried run directory (or directory of runs)."""
+
+_META = "wink_query_cache"
+_VERSION = "1"
+_log = logging.getLogger(__name__)
+
+
+def _schema(conn: sqlite3.Connection) -> set[tuple[str, str, str, str | None]]:
+    return set(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+
+
+def load_cache(conn: sqlite3.Connection, path: Path, signature: str) -> frozenset[str]:
+    """Replace `conn`'s main database with the cache at `path` when it is valid.
+
+    `conn` must hold the freshly created (empty) schema; the cache is used only when its
+    schema is exactly that one plus the meta table and its signature is `signature`.
+
+    Returns:
+        The tables the cache holds (empty when there is no valid cache).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return frozenset()
+    expected = _schema(conn)
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.deserialize(data)
+        probe.execute("PRAGMA trusted_schema=OFF")
+        probe.execute("PRAGMA query_only=ON")
+        schema = {row for row in _schema(probe) if row[2] != _META}
+        meta = dict(probe.execute(f"SELECT key, value FROM {_META}").fetchall())
+    except sqlite3.Error as exc:
+        _log.debug("ignoring unreadable query cache %s: %s", path, exc)
+        return frozenset()
+    finally:
+        probe.close()
+    if schema != expected or meta.get("version") != _VERSION:
+        return frozenset()
+    if meta.get("signature") != signature:
+        return frozenset()
+    conn.deserialize(data)
+    conn.execute(f"DROP TABLE {_META}")
+    return frozenset(name for name in meta.get("tables", "").split(",") if name)
+
+
+def store_cache(
+    conn: sqlite3.Connection, path: Path, signature: str, tables: Iterable[str]
+) -> bool:
+    """Write `conn`'s main database to `path` as a cache of `tables` for `signature`.
+
+    Returns:
+        Whether the cache was written (False when the directory is not writable).
+    """
+    conn.execute(f"CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT)")
+    try:
+        conn.executemany(
+            f"INSERT INTO {_META} VALUES (?, ?)",
+            [("version", _VERSION), ("signature", signature), ("tables", ",".join(tables))],
+        )
+        data = conn.serialize()
+    finally:
+        conn.execute(f"DROP TABLE {_META}")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        _log.debug("cannot write query cache %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True

@@ -1,0 +1,336 @@
+"""What `wink debug TARGET` shows: run directories (indexed at startup) or one bundle.
+
+`ViewerData.open(target)` accepts
+
+- a run directory (`run.json` and/or `results.jsonl`), or its `results.jsonl`,
+- a directory of run directories (e.g. `runs/`), every run in it,
+- a debug bundle (`.zip`), shown on its own.
+
+Everything here only reads: run files through the index, bundles through
+`DebugBundle.open` (members are read into memory and checked, never extracted).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from weakincentives import serde
+from weakincentives.debug._bundle import DebugBundle
+from weakincentives.errors import BundleError, RunStoreError, ViewerError
+from weakincentives.evals import EvalReport, RunStore, compare_results
+
+from ._html_report import render_html_report
+from ._viewer_index import ResultIndex
+from ._viewer_types import IndexedRun
+from ._viewer_views import (
+    bundle_view,
+    comparison_view,
+    experiment_view,
+    json_safe,
+    parse_results_query,
+    row_view,
+    sample_io,
+)
+
+__all__ = ["NotFoundError", "SideSpec", "ViewerData"]
+
+TargetKind = Literal["runs", "bundle"]
+_CACHE_SIZE = 16
+V = TypeVar("V")
+
+
+class NotFoundError(ViewerError, LookupError):
+    """The run, result or page asked for does not exist (the viewer answers 404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SideSpec:
+    """One side of an A/B comparison: an experiment of a run."""
+
+    run_id: str
+    """The run."""
+    experiment: str
+    """The experiment within the run."""
+
+
+class _Cache:
+    """A small thread-safe LRU cache (comparisons, summaries, bundles)."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                value: V = self._data[key]
+                return value
+        value = make()  # outside the lock: two threads may compute once each; both agree
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+        return value
+
+
+class ViewerData:
+    """The viewer's data: an index of runs, or one bundle. Build with `ViewerData.open`."""
+
+    def __init__(
+        self, target: Path, *, index: ResultIndex | None = None, bundle: DebugBundle | None = None
+    ) -> None:
+        self._target = target
+        self._index = index if index is not None else ResultIndex()
+        self._bundle = bundle
+        self._summaries = _Cache()
+        self._comparisons = _Cache()
+        self._bundles = _Cache(8)
+
+    @classmethod
+    def open(cls, target: str | Path) -> ViewerData:
+        """Read `target` (see the module docstring) and index its runs.
+
+        Raises:
+            ViewerError: `target` is none of the accepted kinds, or cannot be read.
+        """
+        path = Path(target)
+        if path.name == "results.jsonl":
+            path = path.parent
+        if path.is_file():
+            try:
+                return cls(path, bundle=DebugBundle.open(path))
+            except BundleError as exc:
+                raise ViewerError(f"cannot show {path} as a debug bundle: {exc}") from exc
+        if not path.is_dir():
+            raise ViewerError(f"{path}: no such file or directory")
+        runs = _run_dirs(path)
+        if not runs:
+            raise ViewerError(
+                f"{path} is not a run directory (no results.jsonl) and holds no runs; pass a "
+                "run directory, a directory of runs (e.g. runs/) or a debug bundle (.zip)"
+            )
+        index = ResultIndex()
+        for run_dir in runs:
+            index.add_run(run_dir)
+        index.finish()
+        return cls(path, index=index)
+
+    @property
+    def kind(self) -> TargetKind:
+        """`bundle` for one bundle, else `runs`."""
+        return "bundle" if self._bundle is not None else "runs"
+
+    @property
+    def index(self) -> ResultIndex:
+        """The index of the runs (empty for a bundle)."""
+        return self._index
+
+    def info(self) -> dict[str, Any]:
+        """What the viewer shows: target path and kind, run ids."""
+        return {
+            "target": str(self._target),
+            "kind": self.kind,
+            "runs": [run.run_id for run in self._index.runs()],
+        }
+
+    # -- runs --------------------------------------------------------------------------
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run: id, status, dates and result counts per status."""
+        return [self._run_head(run) for run in self._index.runs()]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """One run: head, per-experiment statistics, and the values the filters take."""
+        run = self._run(run_id)
+        facets = self._index.facets(run_id)
+        return {
+            **self._run_head(run),
+            "experiments": self._summaries.get(run_id, lambda: self._summarize(run_id)),
+            "facets": json_safe(serde.dump(facets)),
+            "skipped": list(run.skipped),
+            "skipped_count": run.skipped_count,
+        }
+
+    def _run(self, run_id: str) -> IndexedRun:
+        run = self._index.run(run_id)
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r} here")
+        return run
+
+    def _run_head(self, run: IndexedRun) -> dict[str, Any]:
+        statuses = self._index.statuses(run.run_id)
+        head: dict[str, Any] = {
+            "run_id": run.run_id,
+            "path": str(run.path),
+            "results": run.results,
+            "passed": statuses.get("passed", 0),
+            "failed": statuses.get("failed", 0),
+            "errors": statuses.get("error", 0),
+            "experiment_names": list(self._index.experiments(run.run_id)),
+            "status": None,
+            "created_at": None,
+            "expected": None,
+        }
+        try:
+            handle = RunStore(run.path.parent).open(run.path)
+            head["status"] = handle.status
+        except RunStoreError:
+            return head  # results without a manifest: still worth showing
+        manifest = handle.manifest
+        head["created_at"] = manifest.created_at.isoformat()
+        head["expected"] = manifest.counts.expected
+        return head
+
+    def _summarize(self, run_id: str) -> list[dict[str, Any]]:
+        names = self._index.experiments(run_id)
+        return [experiment_view(name, self._index.stat_rows(run_id, name)) for name in names]
+
+    def results(self, run_id: str, query: Iterable[tuple[str, str]]) -> dict[str, Any]:
+        """One page of the results grid (see `parse_results_query` for the parameters).
+
+        Raises:
+            NotFoundError: no such run.
+            ViewerError: a bad parameter.
+        """
+        self._run(run_id)
+        flt, page = parse_results_query(query)
+        found = self._index.page(
+            run_id, flt, sort=page.sort, descending=page.descending,
+            offset=page.offset, limit=page.limit,
+        )  # fmt: skip
+        return {
+            "total": found.total,
+            "offset": found.offset,
+            "limit": found.limit,
+            "rows": [row_view(row) for row in found.rows],
+        }
+
+    def result(self, run_id: str, result_id: int) -> dict[str, Any]:
+        """One result in full, with its bundle when it has one.
+
+        Raises:
+            NotFoundError: no such run or result.
+        """
+        self._run(run_id)
+        row = self._index.get(run_id, result_id)
+        result = self._index.read(run_id, result_id)
+        if row is None or result is None:
+            raise NotFoundError(f"run {run_id!r} has no result {result_id}")
+        bundle, problem = self._open_bundle(result.bundle_path, self._run(run_id).path)
+        view = None
+        if bundle is not None:
+            try:
+                view = bundle_view(bundle)
+            except BundleError as exc:
+                problem = str(exc)
+        return {
+            "row": row_view(row),
+            "result": json_safe(serde.dump(result)),
+            "sample": sample_io(bundle),
+            "bundle": view,
+            "bundle_error": problem,
+            "siblings": [row_view(r) for r in self._index.siblings(run_id, row.sample_id)],
+        }
+
+    def _open_bundle(self, path: Path | None, run_dir: Path) -> tuple[DebugBundle | None, Any]:
+        if path is None:
+            return None, None
+        found = _find_bundle(path, run_dir)
+        if found is None:
+            return None, f"bundle {path} not found (looked in the working directory and the run's)"
+        try:
+            return self._bundles.get(found, lambda: DebugBundle.open(found)), None
+        except BundleError as exc:
+            return None, str(exc)
+
+    # -- comparisons and reports ----------------------------------------------------------
+
+    def compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
+        """Paired comparison of two experiments, of one run or of two runs.
+
+        Raises:
+            NotFoundError: a run or experiment does not exist.
+            ViewerError: both sides are the same.
+        """
+        if baseline == treatment:
+            raise ViewerError("pick two different experiments (or runs) to compare")
+        return self._comparisons.get(
+            (baseline, treatment), lambda: self._compare(baseline, treatment)
+        )
+
+    def _compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
+        sides = []
+        for spec in (baseline, treatment):
+            self._run(spec.run_id)
+            if spec.experiment not in self._index.experiments(spec.run_id):
+                raise NotFoundError(f"run {spec.run_id!r} has no experiment {spec.experiment!r}")
+            sides.append(self._index.outcomes(spec.run_id, spec.experiment))
+        same_run = baseline.run_id == treatment.run_id
+        label = (lambda s: s.experiment) if same_run else (lambda s: f"{s.run_id}/{s.experiment}")
+        comparison = compare_results(
+            sides[0], sides[1], baseline_name=label(baseline), treatment_name=label(treatment)
+        )
+        return comparison_view(
+            comparison,
+            baseline={"run_id": baseline.run_id, "experiment": baseline.experiment},
+            treatment={"run_id": treatment.run_id, "experiment": treatment.experiment},
+            baseline_ids=self._index.ids_by_pair(baseline.run_id, baseline.experiment),
+            treatment_ids=self._index.ids_by_pair(treatment.run_id, treatment.experiment),
+        )
+
+    def html_report(
+        self, run_id: str, *, baseline: str | None = None, slice_key: str | None = None
+    ) -> str:
+        """The self-contained HTML report of one run (rendered in memory, never written).
+
+        Raises:
+            NotFoundError: no such run.
+        """
+        run = self._run(run_id)
+        report = EvalReport.load(run.path)
+        return render_html_report(report, baseline=baseline or None, slice_key=slice_key or None)
+
+    # -- one bundle ------------------------------------------------------------------------
+
+    def bundle(self) -> dict[str, Any]:
+        """The bundle given as the target.
+
+        Raises:
+            NotFoundError: the target is not a bundle.
+            ViewerError: the bundle cannot be parsed.
+        """
+        if self._bundle is None:
+            raise NotFoundError("the viewer was started on runs, not on a bundle")
+        try:
+            view = bundle_view(self._bundle)
+        except BundleError as exc:
+            raise ViewerError(str(exc)) from exc
+        return {"bundle": view, "sample": sample_io(self._bundle)}
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    if (path / "results.jsonl").is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "results.jsonl").is_file())
+
+
+def _find_bundle(path: Path, run_dir: Path) -> Path | None:
+    """Where a result's bundle is: as written, else relative to the run or its parents.
+
+    Runs record bundle paths as the writing process saw them, often relative to its
+    working directory (`eval_bundles/<request>/<time>.zip`).
+    """
+    candidates = [path] if path.is_absolute() else [
+        path, run_dir / path, run_dir.parent / path, run_dir.parent.parent / path,
+    ]  # fmt: skip
+    for candidate in candidates:
+        if candidate.suffix == ".zip" and candidate.is_file():
+            return candidate
+    return None

@@ -1,0 +1,359 @@
+"""What the viewer's JSON API returns, built from results, bundles and comparisons.
+
+Pure functions from library values to JSON-compatible data: no I/O, no web framework.
+Non-finite floats (an unknown interval) become `null`, since JSON has no NaN.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from weakincentives import serde
+from weakincentives.debug._bundle import DebugBundle
+from weakincentives.debug._tables import bundle_tables
+from weakincentives.errors import BundleError, ViewerError
+from weakincentives.evals import EvalResult, ExperimentComparison, FlippedSample, stats
+
+from ._viewer_types import STATUSES, ResultFilter, ResultRow, Status
+
+__all__ = [
+    "MAX_FLIPS",
+    "MAX_PAGE_SIZE",
+    "PageRequest",
+    "StatRow",
+    "bundle_view",
+    "comparison_view",
+    "experiment_view",
+    "json_safe",
+    "parse_results_query",
+    "row_view",
+    "sample_io",
+]
+
+MAX_PAGE_SIZE = 500
+"""Most rows one page of the results grid may ask for."""
+MAX_FLIPS = 1000
+"""Flipped samples listed per direction by `comparison_view` (all are counted)."""
+_MAX_LOGS = 5000
+_MAX_PREVIEW = 64 * 1024
+
+_FLOATS = ("score_min", "score_max", "latency_min", "latency_max")
+_INTS = ("tokens_min", "tokens_max")
+_TEXTS = ("error_kind", "sample", "q")
+_PAGING = ("sort", "desc", "offset", "limit")
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities replaced by None, tuples by lists, keys as text."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _safe(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k): json_safe(v) for k, v in data.items()}
+
+
+# -- query parameters ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageRequest:
+    """Sorting and paging of one results request."""
+
+    sort: str = "order"
+    """Sort key (see `SORT_KEYS`)."""
+    descending: bool = False
+    """Sort from the highest value down."""
+    offset: int = 0
+    """Rows to skip."""
+    limit: int = 50
+    """Rows to return."""
+
+
+def parse_results_query(items: Iterable[tuple[str, str]]) -> tuple[ResultFilter, PageRequest]:
+    """Read the results grid's query string: filters, then sort and page.
+
+    Parameters: `experiment` (repeatable), `status` (`passed`, `failed`, `error`,
+    `not_passed`), `error_kind`, `sample` (id contains), `q` (full-text search),
+    `meta.<key>=<value>`, `score_min/max`, `latency_min/max`, `tokens_min/max`, `sort`
+    (see `SORT_KEYS`), `desc` (`1`), `offset`, `limit` (at most `MAX_PAGE_SIZE`).
+
+    Raises:
+        ViewerError: an unknown parameter or a value of the wrong type.
+    """
+    experiments: list[str] = []
+    metadata: list[tuple[str, str]] = []
+    single: dict[str, str] = {}
+    for name, value in items:
+        if name == "experiment":
+            experiments.append(value)
+        elif name.startswith("meta.") and len(name) > len("meta."):
+            metadata.append((name.removeprefix("meta."), value))
+        elif name in (*_FLOATS, *_INTS, *_TEXTS, *_PAGING, "status"):
+            single[name] = value
+        else:
+            raise ViewerError(f"unknown query parameter {name!r}")
+    status = single.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise ViewerError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+    numbers: dict[str, Any] = {k: _number(k, single.get(k), float) for k in _FLOATS}
+    numbers.update({k: _number(k, single.get(k), int) for k in _INTS})
+    flt = ResultFilter(
+        experiments=tuple(e for e in experiments if e),
+        status=_status(status),
+        error_kind=single.get("error_kind") or None,
+        metadata=tuple(metadata),
+        sample=single.get("sample", ""),
+        search=single.get("q", ""),
+        **numbers,
+    )
+    limit = _number("limit", single.get("limit"), int)
+    limit = 50 if limit is None else limit
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ViewerError(f"limit must be between 1 and {MAX_PAGE_SIZE}, not {limit}")
+    offset = _number("offset", single.get("offset"), int)
+    offset = 0 if offset is None else offset
+    if offset < 0:
+        raise ViewerError(f"offset must be >= 0, not {offset}")
+    page = PageRequest(
+        sort=single.get("sort") or "order",
+        descending=single.get("desc", "") in {"1", "true"},
+        offset=offset,
+        limit=limit,
+    )
+    return flt, page
+
+
+def _status(value: str | None) -> Status | None:
+    for status in STATUSES:
+        if status == value:
+            return status
+    return None
+
+
+def _number(name: str, raw: str | None, kind: type[float] | type[int]) -> Any:
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ViewerError(f"{name} must be a number, not {raw!r}") from None
+    if not math.isfinite(value):
+        raise ViewerError(f"{name} must be finite, not {raw!r}")
+    return value
+
+
+# -- results and samples ------------------------------------------------------------------
+
+
+def row_view(row: ResultRow) -> dict[str, Any]:
+    """One row of the results grid as JSON data."""
+    return _safe(serde.dump(row))
+
+
+def sample_io(bundle: DebugBundle | None) -> dict[str, Any]:
+    """The sample's input and expected answer, from the bundle's request when recorded."""
+    request = bundle.request if bundle is not None else None
+    sample = request.get("sample") if isinstance(request, Mapping) else None
+    if not isinstance(sample, Mapping):
+        return {"recorded": False, "input": None, "expected": None}
+    return {"recorded": True, "input": sample.get("input"), "expected": sample.get("expected")}
+
+
+def bundle_view(bundle: DebugBundle) -> dict[str, Any]:
+    """Everything a bundle holds, as JSON data: manifest, checks, files, logs, sessions.
+
+    Raises:
+        BundleError: a file of the bundle cannot be parsed.
+    """
+    try:
+        bundle.verify()
+        problem = None
+    except BundleError as exc:
+        problem = str(exc)
+    logs = bundle.logs
+    before, after = bundle.session_before, bundle.session_after
+    return _safe(
+        {
+            "path": str(bundle.path),
+            "manifest": serde.dump(bundle.manifest),
+            "verified": problem is None,
+            "verify_error": problem,
+            "request": bundle.request,
+            "response": bundle.response,
+            "eval": bundle.eval,
+            "error": bundle.error,
+            "metrics": bundle.metrics,
+            "logs": logs[:_MAX_LOGS],
+            "logs_omitted": max(0, len(logs) - _MAX_LOGS),
+            "session_before": before.slices if before is not None else None,
+            "session_after": after.slices if after is not None else None,
+            "tool_calls": bundle_tables(bundle)["tool_calls"],
+            "files": [serde.dump(f) for f in bundle.manifest.files],
+            "extra_files": [_preview(n, d) for n, d in bundle.extra_files().items()],
+        }
+    )
+
+
+def _preview(name: str, data: bytes) -> dict[str, Any]:
+    try:
+        text: str | None = data[:_MAX_PREVIEW].decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {"name": name, "size": len(data), "preview": text}
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+StatRow = tuple[str, str, float, "str | None", float, int, int]
+"""`(sample_id, status, score, error_kind, latency_ms, input_tokens, output_tokens)`."""
+
+
+def experiment_view(name: str, rows: Sequence[StatRow]) -> dict[str, Any]:
+    """Counts, pass rate and mean score with intervals, latency and tokens of one experiment.
+
+    The numbers are those of `weakincentives.evals.summarize` (errors count as not passed
+    and score 0; intervals are clustered by sample when a sample repeats, i.e. epochs),
+    computed from the index's columns so that 100,000 results take milliseconds.
+    """
+    n = len(rows)
+    passes = [1.0 if row[1] == "passed" else 0.0 for row in rows]
+    scores = [0.0 if row[1] == "error" else row[2] for row in rows]
+    passed = int(sum(passes))
+    kinds: dict[str, int] = {}
+    for row in rows:
+        if row[1] == "error":
+            kinds[row[3] or "unknown"] = kinds.get(row[3] or "unknown", 0) + 1
+    view: dict[str, Any] = {
+        "name": name, "n": n, "passed": passed, "errors": sum(kinds.values()),
+        "failed": n - passed - sum(kinds.values()), "pass_rate": passed / n if n else 0.0,
+        "errors_by_kind": kinds, "latency_ms": _percentiles([row[4] for row in rows]),
+        "tokens": {"input": sum(row[5] for row in rows), "output": sum(row[6] for row in rows)},
+        **_intervals(passes, scores, [row[0] for row in rows]),
+    }  # fmt: skip
+    return _safe(view)
+
+
+def _intervals(passes: list[float], scores: list[float], samples: list[str]) -> dict[str, Any]:
+    n = len(passes)
+    if n == 0:
+        rate = stats.wilson_interval(0, 0)
+        return {"pass_rate_ci": [rate.low, rate.high], "mean_score": 0.0,
+                "mean_score_ci": [math.nan, math.nan], "n_clusters": None}  # fmt: skip
+    if len(set(samples)) == n:
+        rate = stats.wilson_interval(int(sum(passes)), n)
+        mean = stats.mean_ci(scores)
+        return {"pass_rate_ci": [rate.low, rate.high], "mean_score": mean.mean,
+                "mean_score_ci": [mean.low, mean.high], "n_clusters": None}  # fmt: skip
+    # A sample repeats (epochs): its results are correlated, so cluster by sample.
+    rate_c = stats.clustered_mean(passes, samples)
+    mean_c = stats.clustered_mean(scores, samples)
+    return {
+        "pass_rate_ci": [_clip01(rate_c.low), _clip01(rate_c.high)],
+        "mean_score": mean_c.mean,
+        "mean_score_ci": [mean_c.low, mean_c.high],
+        "n_clusters": mean_c.n_clusters,
+    }
+
+
+def _clip01(value: float) -> float:
+    return min(max(value, 0.0), 1.0) if math.isfinite(value) else value
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p95": None}
+    array = np.asarray(values, dtype=float)
+    return {
+        "mean": float(array.mean()),
+        "p50": float(np.percentile(array, 50)),
+        "p95": float(np.percentile(array, 95)),
+    }
+
+
+def comparison_view(
+    comparison: ExperimentComparison,
+    *,
+    baseline: Mapping[str, Any],
+    treatment: Mapping[str, Any],
+    baseline_ids: Mapping[tuple[str, int], int],
+    treatment_ids: Mapping[tuple[str, int], int],
+) -> dict[str, Any]:
+    """A paired comparison as JSON data, flipped samples linked to their result ids.
+
+    `baseline` and `treatment` say where each side comes from (run and experiment).
+    """
+    c = comparison
+    test = c.mcnemar
+    scores = c.score_paired
+
+    def side(info: Mapping[str, Any], rate: Any) -> dict[str, Any]:
+        return {**info, "n": rate.n, "passed": rate.successes, "pass_rate": rate.rate,
+                "pass_rate_ci": [rate.low, rate.high]}  # fmt: skip
+
+    def flips(items: Iterable[FlippedSample]) -> list[dict[str, Any]]:
+        return [
+            {
+                "sample_id": f.sample_id,
+                "epoch": f.epoch,
+                "baseline": _flip_side(f.baseline, baseline_ids),
+                "treatment": _flip_side(f.treatment, treatment_ids),
+            }
+            for f in itertools.islice(items, MAX_FLIPS)
+        ]
+
+    return _safe(
+        {
+            "baseline": side(baseline, c.baseline),
+            "treatment": side(treatment, c.treatment),
+            "n_pairs": c.n_pairs,
+            "pass_rate_delta": c.pass_rate_delta,
+            "delta": c.delta,
+            "delta_ci": [c.delta_ci.low, c.delta_ci.high],
+            "bootstrap_ci": [c.bootstrap_ci.low, c.bootstrap_ci.high],
+            "p_value": c.p_value,
+            "mcnemar": None
+            if test is None
+            else {
+                "b": test.b,
+                "c": test.c,
+                "statistic": test.statistic,
+                "p_value": test.p_value,
+                "exact": test.exact,
+            },
+            "minimum_detectable_effect": c.minimum_detectable_effect,
+            "score_delta": scores.delta if scores else None,
+            "score_delta_ci": [scores.low, scores.high] if scores else [None, None],
+            "score_p_value": scores.p_value if scores else None,
+            "regressions": flips(c.regressions),
+            "improvements": flips(c.improvements),
+            "regressions_count": len(c.regressions),
+            "improvements_count": len(c.improvements),
+            "unpaired_baseline": len(c.unpaired_baseline),
+            "unpaired_treatment": len(c.unpaired_treatment),
+            "duplicates": c.duplicates,
+        }
+    )
+
+
+def _flip_side(result: EvalResult, ids: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+    return {
+        "id": ids.get((result.sample_id, result.epoch)),
+        "status": "error" if result.is_error else ("passed" if result.passed else "failed"),
+        "score": result.score.value,
+        "reason": result.score.reason,
+        "error_kind": result.error_kind,
+        "error": result.error,
+    }

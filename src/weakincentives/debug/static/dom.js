@@ -1,0 +1,130 @@
+// Small helpers shared by the pages: DOM building, API calls, number formatting.
+// Data from runs is only ever inserted as text (never as HTML), so a model output
+// cannot inject markup into the viewer.
+
+/** Create an element: h("a", {href: "#/"}, "text", child, [more]). */
+export function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "value") node.value = value;
+    // CSSOM, not the style attribute: the page's Content-Security-Policy blocks the latter.
+    else if (key === "style") node.style.cssText = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** Replace the children of `node`; arrays are flattened, null and false are skipped. */
+export function fill(node, ...children) {
+  node.replaceChildren(
+    ...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+      .map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))),
+  );
+  return node;
+}
+
+/** GET a JSON endpoint; throws an Error with the server's message on failure. */
+export async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  let body;
+  try {
+    body = await response.json();
+  } catch {
+    body = { error: response.statusText };
+  }
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+/** A `#/...` link for the given path parts and query parameters. */
+export function link(parts, params) {
+  const path = parts.map((p) => encodeURIComponent(String(p))).join("/");
+  const query = params ? new URLSearchParams(params).toString() : "";
+  return `#/${path}${query ? `?${query}` : ""}`;
+}
+
+export function pct(x) {
+  return x === null || x === undefined ? "–" : `${(x * 100).toFixed(1)}%`;
+}
+
+export function signedPct(x) {
+  if (x === null || x === undefined) return "–";
+  const v = (x * 100).toFixed(1);
+  return `${x >= 0 ? "+" : ""}${v} pp`;
+}
+
+export function interval(pair, fmt = pct) {
+  if (!pair || pair[0] === null || pair[1] === null) return "[–]";
+  return `[${fmt(pair[0])}, ${fmt(pair[1])}]`;
+}
+
+export function num(x, digits = 3) {
+  return x === null || x === undefined ? "–" : Number(x).toFixed(digits);
+}
+
+export function ms(x) {
+  if (x === null || x === undefined) return "–";
+  return x >= 10 ? `${Math.round(x).toLocaleString()} ms` : `${Number(x).toFixed(1)} ms`;
+}
+
+export function pvalue(x) {
+  if (x === null || x === undefined) return "–";
+  return x < 0.001 ? "<0.001" : x.toFixed(3);
+}
+
+export function int(x) {
+  return x === null || x === undefined ? "–" : Number(x).toLocaleString();
+}
+
+/** Pretty text for any JSON value: strings as they are, the rest indented. */
+export function pretty(value) {
+  if (typeof value === "string") return value;
+  return JSON.stringify(value, null, 2);
+}
+
+export function badge(status) {
+  return h("span", { class: `badge ${status}` }, status);
+}
+
+export function pre(value, cls = "") {
+  return h("pre", { class: `block ${cls}` }, pretty(value));
+}
+
+export function section(title, ...content) {
+  return h("section", { class: "panel" }, h("h2", {}, title), ...content);
+}
+
+export function table(headers, rows, attrs = {}) {
+  return h(
+    "table",
+    attrs,
+    h("thead", {}, h("tr", {}, headers.map((x) => h("th", {}, x)))),
+    h("tbody", {}, rows),
+  );
+}
+
+export function details(summary, ...content) {
+  return h("details", {}, h("summary", {}, summary), ...content);
+}
+
+export function clip(text, max = 160) {
+  if (text === null || text === undefined) return "";
+  const s = String(text);
+  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+}
+
+export function setCrumbs(items) {
+  const nav = document.getElementById("crumbs");
+  fill(nav, items.map(([label, href], i) => [
+    i ? h("span", { class: "sep" }, "/") : null,
+    href ? h("a", { href }, label) : h("span", {}, label),
+  ]));
+}

@@ -1,0 +1,189 @@
+// The runs list and the run page: statistics per experiment, filters, and the results grid
+// (filtered, sorted and paginated on the server; the filters live in the URL fragment).
+
+import {
+  api, badge, fill, clip, h, int, interval, link, ms, num, pct, section, setCrumbs, table,
+} from "./dom.js";
+
+const PAGE_SIZE = 50;
+const STATUSES = [
+  ["", "any status"], ["passed", "passed"], ["failed", "failed (scored)"],
+  ["error", "error"], ["not_passed", "not passed (failed or error)"],
+];
+const RANGES = [
+  ["score", "Score"], ["latency", "Latency (ms)"], ["tokens", "Tokens"],
+];
+const COLUMNS = [
+  ["sample", "Sample"], ["experiment", "Experiment"], ["epoch", "Epoch"],
+  ["status", "Status"], ["score", "Score"], ["latency", "Latency"], ["tokens", "Tokens"],
+  [null, "Tools"], [null, "Reason / error"],
+];
+
+export async function renderRuns(view) {
+  setCrumbs([["runs", null]]);
+  const { runs } = await api("/api/runs");
+  const rows = runs.map((run) =>
+    h("tr", { dataset: { run: run.run_id } },
+      h("td", {}, h("a", { href: link(["run", run.run_id]), class: "run-link" }, run.run_id)),
+      h("td", {}, run.status || "–"),
+      h("td", {}, run.created_at ? run.created_at.replace("T", " ").slice(0, 19) : "–"),
+      h("td", { class: "num" }, int(run.results)),
+      h("td", { class: "num" }, run.results ? pct(run.passed / run.results) : "–"),
+      h("td", { class: "num" }, int(run.errors)),
+      h("td", {}, run.experiment_names.join(", "))));
+  fill(view,
+    h("h1", {}, "Runs"),
+    runs.length
+      ? table(["Run", "Status", "Created", "Results", "Passed", "Errors", "Experiments"], rows,
+        { class: "grid", id: "runs" })
+      : h("p", { class: "muted" }, "No runs here."),
+  );
+}
+
+export async function renderRun(view, runId, params, isCurrent) {
+  setCrumbs([["runs", "#/"], [runId, null]]);
+  const query = new URLSearchParams(params);
+  if (!query.has("limit")) query.set("limit", String(PAGE_SIZE));
+  const base = `/api/runs/${encodeURIComponent(runId)}`;
+  const [run, page] = await Promise.all([api(base), api(`${base}/results?${query}`)]);
+  if (!isCurrent()) return;
+  fill(view,
+    runHeader(run),
+    h("div", { class: "cards" }, run.experiments.map(experimentCard)),
+    run.skipped_count
+      ? h("p", { class: "warning" }, `${run.skipped_count} unreadable lines skipped: `,
+        run.skipped.join("; "))
+      : null,
+    filterForm(run, params),
+    resultsGrid(run, page, params),
+  );
+}
+
+function runHeader(run) {
+  const compare = link(["compare"], { base_run: run.run_id });
+  const report = `/api/runs/${encodeURIComponent(run.run_id)}/report.html`;
+  return h("div", { class: "title-row" },
+    h("h1", {}, run.run_id),
+    run.status ? h("span", { class: `badge ${run.status}` }, run.status) : null,
+    h("span", { class: "muted" }, `${int(run.results)} results`),
+    h("span", { class: "spacer" }),
+    h("a", { href: compare, class: "button", id: "open-compare" }, "A/B compare"),
+    h("a", { href: report, class: "button", target: "_blank", rel: "noopener" }, "HTML report"));
+}
+
+function experimentCard(e) {
+  const kinds = Object.entries(e.errors_by_kind).map(([k, n]) => `${k} ${n}`).join(", ");
+  return h("div", { class: "card", dataset: { experiment: e.name } },
+    h("h3", {}, e.name),
+    h("div", { class: "big" }, pct(e.pass_rate), " ",
+      h("span", { class: "muted small" }, interval(e.pass_rate_ci))),
+    h("div", { class: "bar" },
+      h("div", { class: "fill", style: `width:${(e.pass_rate * 100).toFixed(1)}%` })),
+    h("dl", {},
+      h("dt", {}, "results"), h("dd", {}, `${e.n} (${e.passed} passed, ${e.failed} failed, ${e.errors} errors)`),
+      h("dt", {}, "mean score"), h("dd", {}, `${num(e.mean_score)} ${interval(e.mean_score_ci, num)}`),
+      h("dt", {}, "latency"), h("dd", {}, `p50 ${ms(e.latency_ms.p50)} · p95 ${ms(e.latency_ms.p95)}`),
+      h("dt", {}, "tokens"), h("dd", {}, `${int(e.tokens.input)} in · ${int(e.tokens.output)} out`),
+      kinds ? [h("dt", {}, "errors"), h("dd", {}, kinds)] : null));
+}
+
+function go(runId, params) {
+  location.hash = link(["run", runId], params);
+}
+
+function filterForm(run, params) {
+  const facets = run.facets;
+  const current = new URLSearchParams(params);
+  const metaEntry = [...current.entries()].find(([k]) => k.startsWith("meta."));
+  const metaKeys = Object.keys(facets.metadata);
+  const select = (name, options) =>
+    h("select", { name, id: `filter-${name}` },
+      options.map(([value, label]) =>
+        h("option", { value, selected: (current.get(name) || "") === value }, label)));
+  const input = (name, attrs = {}) =>
+    h("input", { name, id: `filter-${name}`, value: current.get(name) || "", ...attrs });
+  const metaKey = h("select", { name: "meta_key", id: "filter-meta-key" },
+    h("option", { value: "" }, "metadata…"),
+    metaKeys.map((k) => h("option", { value: k, selected: metaEntry && metaEntry[0] === `meta.${k}` }, k)));
+  const metaValue = h("input", {
+    name: "meta_value", id: "filter-meta-value", list: "meta-values", placeholder: "value",
+    value: metaEntry ? metaEntry[1] : "",
+  });
+  const values = h("datalist", { id: "meta-values" });
+  const fillValues = () => fill(values,
+    ...(facets.metadata[metaKey.value] || []).map((v) => h("option", { value: v })));
+  metaKey.addEventListener("change", fillValues);
+  fillValues();
+  const form = h("form", { class: "filters", id: "filters" },
+    h("div", { class: "row" },
+      input("q", { type: "search", placeholder: "search outputs, messages, tool calls…", class: "wide", id: "search" }),
+      select("experiment", [["", "all experiments"], ...Object.keys(facets.experiments).map((e) => [e, e])]),
+      select("status", STATUSES),
+      select("error_kind", [["", "any error kind"], ...Object.keys(facets.error_kinds).map((k) => [k, k])]),
+      input("sample", { placeholder: "sample id contains" })),
+    h("div", { class: "row" },
+      metaKeys.length ? [metaKey, metaValue, values] : null,
+      RANGES.map(([key, label]) => h("span", { class: "range" }, label, " ",
+        input(`${key}_min`, { type: "number", step: "any", placeholder: "min", size: 6 }), "–",
+        input(`${key}_max`, { type: "number", step: "any", placeholder: "max", size: 6 }))),
+      h("button", { type: "submit", id: "apply" }, "Apply"),
+      h("a", { href: link(["run", run.run_id]), class: "button subtle" }, "Reset")));
+  const apply = (event) => {
+    if (event) event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [key, value] of new FormData(form).entries()) {
+      if (!value || key === "meta_key" || key === "meta_value") continue;
+      next.set(key, value);
+    }
+    if (metaKey.value && metaValue.value) next.set(`meta.${metaKey.value}`, metaValue.value);
+    for (const key of ["sort", "desc"]) if (current.get(key)) next.set(key, current.get(key));
+    go(run.run_id, next);
+  };
+  form.addEventListener("submit", apply);
+  for (const el of form.querySelectorAll("select:not(#filter-meta-key)")) el.addEventListener("change", apply);
+  return form;
+}
+
+function resultsGrid(run, page, params) {
+  const current = new URLSearchParams(params);
+  const sort = current.get("sort") || "order";
+  const desc = current.get("desc") === "1";
+  const sortLink = (key) => {
+    const next = new URLSearchParams(current);
+    next.set("sort", key);
+    if (sort === key && !desc) next.set("desc", "1"); else next.delete("desc");
+    next.delete("offset");
+    return link(["run", run.run_id], next);
+  };
+  const head = h("tr", {}, COLUMNS.map(([key, label]) => h("th", {},
+    key ? h("a", { href: sortLink(key) }, label, sort === key ? (desc ? " ▼" : " ▲") : "") : label)));
+  const rows = page.rows.map((r) => h("tr", { dataset: { status: r.status, sample: r.sample_id, id: r.id } },
+    h("td", {}, h("a", { href: link(["run", run.run_id, "result", r.id]), class: "sample-link" }, r.sample_id)),
+    h("td", {}, r.experiment),
+    h("td", { class: "num" }, r.epoch),
+    h("td", {}, badge(r.status), r.error_kind ? h("span", { class: "muted small" }, ` ${r.error_kind}`) : null),
+    h("td", { class: "num" }, num(r.score)),
+    h("td", { class: "num" }, ms(r.latency_ms)),
+    h("td", { class: "num" }, int(r.tokens)),
+    h("td", { class: "num" }, r.tool_calls),
+    h("td", { class: "reason" }, clip(r.error || r.reason))));
+  const first = page.total ? page.offset + 1 : 0;
+  const last = page.offset + page.rows.length;
+  return section(
+    "Results",
+    h("div", { class: "pager" },
+      h("span", { id: "result-count" }, `${first}–${last} of ${int(page.total)}`),
+      pagerLink(run, current, page, -1, "← previous"),
+      pagerLink(run, current, page, 1, "next →")),
+    h("table", { class: "grid", id: "results" }, h("thead", {}, head), h("tbody", {}, rows)),
+    page.total ? null : h("p", { class: "muted", id: "no-results" }, "No result matches these filters."),
+  );
+}
+
+function pagerLink(run, current, page, direction, label) {
+  const offset = page.offset + direction * page.limit;
+  if (offset < 0 || offset >= page.total) return h("span", { class: "muted" }, label);
+  const next = new URLSearchParams(current);
+  next.set("offset", String(offset));
+  return h("a", { href: link(["run", run.run_id], next), class: direction > 0 ? "next" : "prev" }, label);
+}

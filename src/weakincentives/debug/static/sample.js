@@ -1,0 +1,174 @@
+// The sample page (one result in full, with its debug bundle) and the single-bundle page.
+
+import {
+  api, badge, fill, details, h, int, link, ms, num, pre, pretty, section, setCrumbs, table,
+} from "./dom.js";
+
+export async function renderResult(view, runId, resultId, isCurrent) {
+  const data = await api(`/api/runs/${encodeURIComponent(runId)}/results/${encodeURIComponent(resultId)}`);
+  if (!isCurrent()) return;
+  const r = data.result;
+  setCrumbs([["runs", "#/"], [runId, link(["run", runId])], [r.sample_id, null]]);
+  fill(view,
+    h("div", { class: "title-row" },
+      h("h1", { id: "sample-title" }, r.sample_id),
+      badge(data.row.status),
+      h("span", { class: "muted" }, `${r.experiment_name} · epoch ${r.epoch}`)),
+    siblings(runId, data),
+    scorePanel(r),
+    r.error ? section("Error", h("p", {}, h("strong", {}, r.error_kind || "error")), pre(r.error, "error")) : null,
+    timingPanel(r),
+    ioPanel(data.sample, r),
+    transcriptPanel(r.messages),
+    toolCallsPanel(r.tool_calls),
+    Object.keys(r.metadata).length ? section("Metadata", kvTable(r.metadata)) : null,
+    data.bundle ? bundlePanels(data.bundle) : null,
+    data.bundle_error ? section("Debug bundle", h("p", { class: "warning" }, data.bundle_error)) : null,
+  );
+}
+
+export async function renderBundle(view, isCurrent) {
+  const data = await api("/api/bundle");
+  if (!isCurrent()) return;
+  const m = data.bundle.manifest;
+  setCrumbs([["bundle", null]]);
+  fill(view,
+    h("div", { class: "title-row" },
+      h("h1", {}, m.ids.sample_id || m.ids.request_id || m.bundle_id),
+      badge(m.status === "ok" ? "passed" : m.status === "error" ? "error" : m.status),
+      h("span", { class: "muted" }, m.ids.experiment || "")),
+    ioPanel(data.sample, null),
+    bundlePanels(data.bundle),
+  );
+}
+
+function siblings(runId, data) {
+  const others = data.siblings.filter((s) => s.id !== data.row.id);
+  if (!others.length) return null;
+  return h("p", { class: "siblings" }, "Same sample: ",
+    others.map((s) => h("a", { href: link(["run", runId, "result", s.id]), class: `chip ${s.status}` },
+      `${s.experiment} · epoch ${s.epoch} · ${s.status}`)));
+}
+
+function scorePanel(r) {
+  const s = r.score;
+  const metrics = s.metrics.length
+    ? table(["Metric", "Value", "Weight"], s.metrics.map((m) =>
+      h("tr", {}, h("td", {}, m.name), h("td", { class: "num" }, num(m.value)), h("td", { class: "num" }, num(m.weight, 2)))))
+    : null;
+  return section("Score",
+    h("dl", { class: "inline" },
+      h("dt", {}, "value"), h("dd", { id: "score-value" }, num(s.value)),
+      h("dt", {}, "passed"), h("dd", {}, String(s.passed)),
+      h("dt", {}, "reason"), h("dd", { id: "score-reason" }, s.reason || "–")),
+    metrics);
+}
+
+function timingPanel(r) {
+  const u = r.usage;
+  return section("Timing and tokens",
+    h("dl", { class: "inline" },
+      h("dt", {}, "latency"), h("dd", {}, ms(r.latency_ms)),
+      h("dt", {}, "tokens"), h("dd", {}, `${int(u.input_tokens)} in · ${int(u.output_tokens)} out · ${int(u.cached_tokens)} cached`),
+      h("dt", {}, "deliveries"), h("dd", {}, String(r.delivery_count)),
+      h("dt", {}, "request"), h("dd", {}, r.request_id || "–"),
+      h("dt", {}, "bundle"), h("dd", {}, r.bundle_path || "none")));
+}
+
+function ioPanel(sample, r) {
+  const parts = [];
+  if (sample.recorded) {
+    parts.push(h("h3", {}, "Input"), pre(sample.input), h("h3", {}, "Expected"), pre(sample.expected));
+  } else {
+    parts.push(h("p", { class: "muted" }, "Input and expected answer were not recorded (they come from the debug bundle)."));
+  }
+  if (r) parts.push(h("h3", {}, "Output"), pre(r.output, "output"));
+  return section("Input, expected, output", ...parts);
+}
+
+function transcriptPanel(messages) {
+  if (!messages.length) return section("Transcript", h("p", { class: "muted" }, "No transcript recorded."));
+  return section("Transcript", h("ol", { class: "transcript", id: "transcript" }, messages.map((m) =>
+    h("li", { class: `msg ${m.role}` },
+      h("div", { class: "role" }, m.role, m.name ? ` · ${m.name}` : "", m.tool_call_id ? ` · ${m.tool_call_id}` : ""),
+      m.content !== null ? h("pre", { class: "content" }, m.content) : null,
+      m.tool_calls.map((c) => h("div", { class: "call" },
+        h("span", { class: "tool-name" }, c.name), h("span", { class: "muted small" }, ` ${c.id}`),
+        h("pre", {}, prettyArguments(c.arguments))))))));
+}
+
+function prettyArguments(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+function toolCallsPanel(calls) {
+  if (!calls.length) return section("Tool calls", h("p", { class: "muted" }, "No tool calls recorded."));
+  return section("Tool calls", table(["Tool", "Params", "Result", "OK", "Duration", "Error"],
+    calls.map((c) => h("tr", { class: c.success ? "" : "failed-row" },
+      h("td", { class: "tool-name" }, c.name),
+      h("td", {}, pre(c.params)),
+      h("td", {}, pre(c.message)),
+      h("td", {}, c.success ? "yes" : badge("failed")),
+      h("td", { class: "num" }, ms(c.duration_ms)),
+      h("td", {}, c.error || ""))),
+    { class: "grid", id: "tool-calls" }));
+}
+
+function kvTable(obj) {
+  return table(["Key", "Value"], Object.entries(obj).map(([k, v]) =>
+    h("tr", {}, h("td", {}, k), h("td", {}, pretty(v)))));
+}
+
+function bundlePanels(b) {
+  const m = b.manifest;
+  return [
+    section("Debug bundle",
+      h("p", {}, h("code", {}, b.path), " ",
+        b.verified ? h("span", { class: "badge passed" }, "checksums ok")
+          : h("span", { class: "badge error" }, "checksums fail")),
+      b.verify_error ? h("p", { class: "warning" }, b.verify_error) : null,
+      h("dl", { class: "inline" },
+        h("dt", {}, "status"), h("dd", {}, m.status),
+        h("dt", {}, "started"), h("dd", {}, m.timings.started_at),
+        h("dt", {}, "duration"), h("dd", {}, ms(m.timings.duration_ms)),
+        h("dt", {}, "log records"), h("dd", {}, `${m.log_records}${m.logs_dropped ? ` (${m.logs_dropped} dropped)` : ""}`)),
+      b.error ? details("error.json", pre(b.error, "error")) : null,
+      b.metrics ? details("metrics", pre(b.metrics)) : null,
+      b.request !== null ? details("request", pre(b.request)) : null,
+      b.response !== null ? details("response", pre(b.response)) : null,
+      b.eval ? details("eval.json", pre(b.eval)) : null,
+      b.extra_files.map((f) => details(`extra/${f.name} (${int(f.size)} bytes)`,
+        f.preview === null ? h("p", { class: "muted" }, "binary") : pre(f.preview)))),
+    b.tool_calls.length ? section("Bundle tool calls", table(["#", "Tool", "Params", "Message", "OK", "Error"],
+      b.tool_calls.map((c) => h("tr", {}, h("td", {}, c.seq), h("td", { class: "tool-name" }, c.name),
+        h("td", {}, pre(c.params)), h("td", {}, pre(c.message ?? "")), h("td", {}, String(c.success)),
+        h("td", {}, c.error || ""))), { class: "grid" })) : null,
+    logsPanel(b),
+    slicesPanel("Session after", b.session_after),
+    slicesPanel("Session before", b.session_before),
+  ];
+}
+
+function logsPanel(b) {
+  if (!b.logs.length) return section("Logs", h("p", { class: "muted" }, "No log records."));
+  return section("Logs", table(["Time", "Level", "Logger", "Message"],
+    b.logs.map((r) => h("tr", { class: `log ${String(r.level).toLowerCase()}` },
+      h("td", { class: "nowrap" }, String(r.time ?? "")), h("td", {}, String(r.level ?? "")),
+      h("td", {}, String(r.logger ?? "")),
+      h("td", {}, h("pre", {}, String(r.message ?? "")), r.exception ? pre(r.exception, "error") : null))),
+    { class: "grid", id: "logs" }),
+    b.logs_omitted ? h("p", { class: "muted" }, `${b.logs_omitted} more records not shown`) : null);
+}
+
+function slicesPanel(title, slices) {
+  if (!slices) return null;
+  const entries = Object.entries(slices);
+  return section(title, entries.length
+    ? entries.map(([type, values]) => details(`${type.split(":").pop()} (${values.length})`,
+      h("p", { class: "muted small" }, type), pre(values)))
+    : h("p", { class: "muted" }, "Empty session."));
+}

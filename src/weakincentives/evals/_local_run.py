@@ -1,0 +1,359 @@
+"""One `evaluate` call's state: the sample source, the work generator, workers, results.
+
+`_runner.py` holds the public entry points; this module holds the machinery they drive
+(see `_runner`'s docstring for the behaviour).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+
+from weakincentives.clock import Clock
+from weakincentives.errors import ConfigurationError, InvalidDatasetError
+from weakincentives.experiment import Experiment
+from weakincentives.runtime.session import TokenUsage
+
+from ._dataset import Dataset, _canonical
+from ._environment import EnvironmentFactory, create_environment, serialize_environment
+from ._fingerprint import Fingerprint
+from ._progress import ProgressSink
+from ._report import EvalReport
+from ._run import RunHandle, RunStatus, read_manifest, write_manifest
+from ._store import RunStore
+from ._target import SampleTarget
+from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score
+
+__all__ = [
+    "UNHASHED_STREAM",
+    "DatasetSource",
+    "LocalRun",
+    "RunSettings",
+    "SampleSource",
+    "error_result",
+    "slim",
+]
+
+DatasetSource = Iterable[Sample[Any, Any]]
+"""A `Dataset`, a list or tuple of samples, or any iterable of them (streamed)."""
+
+UNHASHED_STREAM = "unhashed-stream"
+"""`Fingerprint.dataset_sha256` of a streamed run until its hash is known (see resume)."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NO_USAGE = TokenUsage()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What `evaluate` was asked to run (checked)."""
+
+    experiments: tuple[Experiment, ...]
+    """Experiments, in order, with unique names."""
+    epochs: int
+    """Runs per `(sample, experiment)`."""
+    max_concurrent: int
+    """Worker tasks (and worker threads)."""
+    timeout: float | None
+    """Seconds per sample."""
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        experiments: Iterable[Experiment],
+        epochs: int,
+        max_concurrent: int,
+        timeout: float | None,
+        judge_concurrency: int | None,
+    ) -> RunSettings:
+        """Check the arguments of `evaluate` and keep the ones the run needs."""
+        exps = (experiments,) if isinstance(experiments, Experiment) else tuple(experiments)
+        names = [e.name for e in exps if isinstance(e, Experiment)]
+        if not exps or len(names) != len(exps) or len(set(names)) != len(names):
+            raise ConfigurationError(
+                f"experiments must be one or more Experiments with unique names, got {exps!r}"
+            )
+        for name, value, low in (
+            ("epochs", epochs, 1), ("max_concurrent", max_concurrent, 1),
+            ("judge_concurrency", judge_concurrency, 1),
+        ):  # fmt: skip
+            if value is not None and (not isinstance(value, int) or value < low):
+                raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
+        if timeout is not None and not timeout > 0:
+            raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
+        return cls(exps, epochs, max_concurrent, timeout)
+
+
+class LocalRun:
+    """The state of one `evaluate` call: work generator, workers, store handle, results."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        source: SampleSource,
+        target: SampleTarget,
+        environment_factory: EnvironmentFactory | None,
+        progress: ProgressSink,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.source = source
+        self.target = target
+        self.environment_factory = environment_factory
+        self.progress = progress
+        self.run_id: str | None = None
+        self.handle: RunHandle | None = None
+        self.resumed = False
+        self.done: Collection[tuple[str, str, int]] = ()
+        self.earlier: dict[tuple[str, str, int], EvalResult] = {}
+        self.results: list[EvalResult] = []
+        self._clock = clock
+
+    @property
+    def planned(self) -> int | None:
+        """Results the whole run records, when the dataset's length is known."""
+        n = self.source.length
+        per_sample = len(self.settings.experiments) * self.settings.epochs
+        return None if n is None else n * per_sample
+
+    def attach(
+        self,
+        store: RunStore,
+        fingerprint: Fingerprint,
+        resume: str | None,
+        run_id: str | None,
+        retry_errors: bool,
+    ) -> None:
+        """Create the stored run, or resume one (reading back what it already holds)."""
+        s = self.settings
+        if resume is None:
+            config = {"max_concurrent": s.max_concurrent, "timeout": s.timeout}
+            self.handle = store.create(
+                fingerprint, run_id=run_id, config=config, expected_results=self.planned
+            )
+        else:
+            if self.source.sha256 is None:
+                raise ConfigurationError(
+                    "resuming needs the dataset's hash: pass a Dataset or a list, or the "
+                    "hash of a streamed dataset as dataset_sha256=dataset_sha256(path, I, E)"
+                )
+            self.handle = store.resume(resume, fingerprint)
+            self.resumed = True
+            self.done = self.handle.completed_keys(include_errors=not retry_errors)
+            for result in self.handle.iter_results():
+                if result.key in self.done:
+                    self.earlier[result.key] = slim(result)
+        self.run_id = self.handle.run_id
+
+    async def execute(self) -> None:
+        """Run every planned key not done yet; finish the stored run either way."""
+        status: RunStatus = "interrupted"
+        try:
+            self.progress.start(self.planned, done=len(self.earlier))
+            limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
+            work = self._work()
+            try:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(self.settings.max_concurrent):
+                        tg.start_soon(self._worker, work, limiter)
+            except BaseExceptionGroup as group:
+                # Samples never raise (failures are results), so this is one broken
+                # piece of configuration (dataset, store, progress sink) or a cancel:
+                # surface it as itself rather than wrapped in a group.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
+            status = "complete"
+        finally:
+            self.progress.finish()
+            if self.handle is not None:
+                self.handle.finish(status)
+        if self.handle is not None and self.source.hashed_as_read is not None:
+            self._record_stream_hash(self.source.hashed_as_read)
+
+    def _work(self) -> Iterator[EvalRequest[Any, Any]]:
+        # One generator shared by every worker task. `next()` on it never awaits, so the
+        # tasks cannot interleave inside it; the sample-major order keeps the experiments
+        # and epochs of one sample together.
+        experiments, epochs, done = self.settings.experiments, self.settings.epochs, self.done
+        for sample in self.source:
+            for experiment in experiments:
+                for epoch in range(epochs):
+                    if done and (sample.id, experiment.name, epoch) in done:
+                        continue
+                    yield EvalRequest(sample, experiment, epoch=epoch, run_id=self.run_id)
+
+    async def _worker(
+        self, work: Iterator[EvalRequest[Any, Any]], limiter: anyio.CapacityLimiter
+    ) -> None:
+        for request in work:
+            result = await self._run_one(request, limiter)
+            if self.handle is not None:
+                self.handle.append(result)
+                result = slim(result)
+            self.results.append(result)
+            self.progress.advance(result)
+
+    async def _run_one(
+        self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
+    ) -> EvalResult:
+        timeout = self.settings.timeout
+        if timeout is None:
+            return await self._attempt(request, limiter)
+        clock = self._clock
+        start = clock.monotonic()
+        with anyio.move_on_after(timeout):
+            return await self._attempt(request, limiter)
+        latency = (clock.monotonic() - start) * 1000.0
+        message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
+        return error_result(request, message, "timeout", latency)
+
+    async def _attempt(
+        self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
+    ) -> EvalResult:
+        factory = self.environment_factory
+        if factory is None:
+            return (await self.target.run(request, None, limiter)).result
+        try:
+            env = await create_environment(factory, request.sample)
+        except Exception as exc:
+            return error_result(request, _describe(exc), "environment", 0.0)
+        result = (await self.target.run(request, env, limiter)).result
+        try:
+            state = await serialize_environment(env)
+        except Exception as exc:
+            if result.error is not None:
+                return result  # the run's own error says more than the lost state
+            message = f"environment could not be serialized: {_describe(exc)}"
+            score = Score(value=0.0, passed=False, reason=message)
+            return dataclasses.replace(result, error=message, error_kind="environment", score=score)
+        return dataclasses.replace(result, environment=state)
+
+    def _record_stream_hash(self, sha256: str) -> None:
+        # A streamed dataset's hash is known only now; write it (and the final count)
+        # into the manifest so the run's fingerprint names its dataset.
+        assert self.handle is not None
+        manifest = read_manifest(self.handle.path)
+        if manifest.fingerprint.dataset_sha256 != UNHASHED_STREAM or manifest.status != "complete":
+            return
+        fingerprint = dataclasses.replace(manifest.fingerprint, dataset_sha256=sha256)
+        counts = dataclasses.replace(manifest.counts, expected=self.expected_count())
+        write_manifest(
+            self.handle.path, dataclasses.replace(manifest, fingerprint=fingerprint, counts=counts)
+        )
+
+    def expected_count(self) -> int:
+        """Results the run should hold, now that the dataset was read to the end."""
+        return self.source.count * len(self.settings.experiments) * self.settings.epochs
+
+    def report(self, extra: Mapping[str, Any]) -> EvalReport:
+        """The report: earlier results (resume) first, then this call's, in arrival order."""
+        s = self.settings
+        config: dict[str, Any] = {
+            "run_id": self.run_id,
+            **extra,
+            "experiments": [e.name for e in s.experiments],
+            "epochs": s.epochs,
+            "max_concurrent": s.max_concurrent,
+            "timeout": s.timeout,
+            "samples": self.source.count,
+            "dataset_sha256": self.source.sha256 or self.source.hashed_as_read,
+            "store": str(self.handle.path) if self.handle is not None else None,
+            "resumed": self.resumed,
+            "skipped": len(self.earlier),
+        }
+        results = (*self.earlier.values(), *self.results)
+        return EvalReport(
+            results=results, expected_count=self.expected_count(), run_id=self.run_id,
+            config=config,
+        )  # fmt: skip
+
+
+def slim(result: EvalResult) -> EvalResult:
+    """`result` without what the report does not need and the store keeps.
+
+    Drops the transcript (`messages`, `tool_calls`) and `request_id`, and shares one
+    empty metadata mapping and one zero usage between results.
+    """
+    return dataclasses.replace(
+        result,
+        messages=(),
+        tool_calls=(),
+        request_id=None,
+        metadata=result.metadata or _EMPTY,
+        usage=_NO_USAGE if result.usage == _NO_USAGE else result.usage,
+    )
+
+
+def error_result(
+    request: EvalRequest[Any, Any], message: str, kind: ErrorKind, latency_ms: float
+) -> EvalResult:
+    """An error result for `request` that never reached scoring."""
+    sample = request.sample
+    return EvalResult(
+        sample_id=sample.id, experiment_name=request.experiment.name, epoch=request.epoch,
+        request_id=str(request.request_id), run_id=request.run_id,
+        metadata=dict(sample.metadata), latency_ms=latency_ms, error=message, error_kind=kind,
+        score=Score(value=0.0, passed=False, reason=message),
+    )  # fmt: skip
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SampleSource:
+    """The dataset as the runner reads it: checked, counted and, when needed, hashed.
+
+    A `Dataset`, list or tuple is hashed up front (`Dataset.sha256`); any other iterable
+    is streamed once, hashed as it is read when `hashing` and no `sha256` was given.
+    """
+
+    def __init__(
+        self, dataset: DatasetSource, *, sha256: str | None = None, hashing: bool = False
+    ) -> None:
+        self.count = 0
+        """Samples read so far."""
+        self.hashed_as_read: str | None = None
+        """Hash of a streamed dataset, once read to the end (when it was hashed)."""
+        if isinstance(dataset, list | tuple):
+            dataset = Dataset(samples=tuple(dataset))  # checks types and unique ids
+        if isinstance(dataset, Dataset):
+            self._samples: Iterable[Sample[Any, Any]] = dataset.samples
+            self.length: int | None = len(dataset)
+            self.sha256 = sha256 or (dataset.sha256 if hashing else None)
+            self._streamed = False
+        elif isinstance(dataset, Iterable) and not isinstance(dataset, str | bytes):
+            self._samples = dataset
+            self.length = len(dataset) if isinstance(dataset, Collection) else None
+            self.sha256 = sha256
+            self._streamed = True
+        else:
+            hint = " (load files with Dataset.load or Dataset.stream)"
+            is_path = isinstance(dataset, str | bytes | os.PathLike)
+            raise ConfigurationError(
+                f"dataset must be a Dataset or an iterable of Samples, got "
+                f"{type(dataset).__name__}{hint if is_path else ''}"
+            )
+        self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
+
+    def __iter__(self) -> Iterator[Sample[Any, Any]]:
+        hasher, streamed = self._hasher, self._streamed
+        for sample in self._samples:
+            if streamed and not isinstance(sample, Sample):
+                raise InvalidDatasetError(
+                    f"dataset item {self.count} is a {type(sample).__name__}, not a Sample"
+                )
+            if hasher is not None:
+                hasher.update(_canonical(sample))
+            self.count += 1
+            yield sample
+        if hasher is not None:
+            self.hashed_as_read = hasher.hexdigest()

@@ -1,0 +1,336 @@
+"""How the local runner calls what it evaluates: an AgentLoop, a sync or an async function.
+
+Every kind ends in `execute_sample`, so a sample is executed, scored and recorded the
+same way whatever the target:
+
+- an `AgentLoop` runs in a worker thread (`anyio.to_thread.run_sync` under the run's
+  `CapacityLimiter`), its sync API unchanged;
+- a sync function is wrapped in a `FunctionLoop` and runs the same way;
+- an `async def` function is awaited on the event loop itself (no thread while it waits),
+  recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
+  scored by `execute_sample` in a worker thread (evaluators are sync and may call a judge).
+
+**Environments.** With an `environment_factory`, a task function gets the sample's
+environment as its `env` argument; an `AgentLoop` finds it in the session, seeded under
+its own type before the model runs (`session[MyEnv].latest()`, e.g. from a tool handler).
+
+**Cancellation.** Worker threads are abandoned when their sample times out or the run is
+cancelled: Python cannot stop a thread, so a stuck agent keeps its thread until it
+returns, and its late result is discarded.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import anyio
+import anyio.to_thread
+
+from weakincentives.adapters import PromptResponse, ResponseCache
+from weakincentives.clock import Clock
+from weakincentives.errors import ConfigurationError
+from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
+from weakincentives.runtime.limits import Budget
+from weakincentives.runtime.session import PromptExecuted, Session
+
+from ._environment import Environment
+from ._evaluator_core import SESSION_AWARE_ATTR, evaluator_name, is_session_aware
+from ._execute import SampleOutcome, execute_sample
+from ._fingerprint import qualified_name
+from ._trajectory import TRAJECTORY_SCORER_ATTR, is_trajectory_scorer
+from ._types import EvalRequest, Score
+
+__all__ = ["SampleTarget", "TargetOptions", "make_target", "prepare_scorer", "seed_environment"]
+
+# The environment of the sample a worker thread is running, for the `env=` argument of a
+# sync task function. Each `to_thread.run_sync` call runs in its own copy of the context,
+# so setting it in the thread is local to that one sample.
+_CURRENT_ENV: ContextVar[Environment | None] = ContextVar("wink_sample_environment", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOptions:
+    """Per-sample settings every target applies."""
+
+    scorer: Callable[..., Score]
+    """Evaluator or trajectory scorer (already wrapped by the runner)."""
+    timeout: float | None
+    """Per-sample deadline in seconds, handed to the agent as a `Deadline`."""
+    budget: Budget | None
+    """Token budget per sample."""
+    record_transcript: bool
+    """Keep messages and tool calls on each result."""
+    clock: Clock
+    """Clock for latencies and deadlines."""
+
+
+class SampleTarget(Protocol):
+    """One way of running a sample; `run` never raises for a failing agent or evaluator."""
+
+    @property
+    def identity(self) -> str:
+        """Qualified name of what is evaluated (part of the run fingerprint)."""
+        ...
+
+    async def run(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> SampleOutcome:
+        """Execute and score `request`, with `env` when the run has environments."""
+        ...
+
+
+def make_target(
+    target: object,
+    options: TargetOptions,
+    *,
+    with_environment: bool,
+    cache: ResponseCache | None = None,
+) -> SampleTarget:
+    """Adapt `target` (an `AgentLoop` or a function) to the runner.
+
+    Raises:
+        ConfigurationError: `target` is neither; it needs an environment the run does not
+            provide; or `cache` is given for a target whose adapter cannot take one.
+    """
+    if isinstance(target, AgentLoop):
+        loop = _with_cache(target, cache) if cache is not None else target
+        return _LoopTarget(loop, options, qualified_name(target))
+    if not callable(target):
+        raise ConfigurationError(
+            f"target must be an AgentLoop or a function of the sample input, "
+            f"got {type(target).__name__}"
+        )
+    name = qualified_name(target)
+    if cache is not None:
+        raise ConfigurationError(
+            f"cache= applies to an AgentLoop's adapter; target {name} is a plain function "
+            "(give its model client a cache yourself, or leave cache= unset)"
+        )
+    params = _parameters(target)
+    wants_env = "env" in params
+    if wants_env and params["env"].default is inspect.Parameter.empty and not with_environment:
+        raise ConfigurationError(
+            f"target {name} takes an `env` argument but the run has no environment_factory; "
+            "pass environment_factory=... (one environment per sample)"
+        )
+    wants_env = wants_env and with_environment
+    if _is_async(target):
+        return _AsyncFunctionTarget(target, options, name, "session" in params, wants_env)
+    fn = _env_bound(target, "session" in params) if wants_env else target
+    return _LoopTarget(FunctionLoop(fn, name=name, clock=options.clock), options, name)
+
+
+class _LoopTarget:
+    """An `AgentLoop` (or a sync function's `FunctionLoop`) run in a worker thread."""
+
+    def __init__(self, loop: AgentLoop[Any, Any], options: TargetOptions, identity: str) -> None:
+        self._loop = loop
+        self._options = options
+        self._identity = identity
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    async def run(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> SampleOutcome:
+        call = functools.partial(self._execute, request, env)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
+
+    def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
+        opts = self._options
+        seed = None
+        if env is not None:
+            _CURRENT_ENV.set(env)
+            seed = functools.partial(seed_environment, env)
+        return execute_sample(
+            self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
+            record_transcript=opts.record_transcript, on_prepared=seed, clock=opts.clock,
+        )  # fmt: skip
+
+
+class _AsyncFunctionTarget:
+    """An `async def` task function, awaited on the event loop, scored in a worker thread."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        options: TargetOptions,
+        identity: str,
+        wants_session: bool,
+        wants_env: bool,
+    ) -> None:
+        self._fn = fn
+        self._options = options
+        self._identity = identity
+        self._wants_session = wants_session
+        self._wants_env = wants_env
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    async def run(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> SampleOutcome:
+        opts = self._options
+        session = Session(clock=opts.clock)
+        session.dispatch(request.experiment)
+        kwargs: dict[str, Any] = {}
+        if env is not None:
+            seed_environment(env, session)
+            if self._wants_env:
+                kwargs["env"] = env
+        if self._wants_session:
+            kwargs["session"] = session
+        start = opts.clock.monotonic()
+        finished: _Finished
+        try:
+            output = await self._fn(request.sample.input, **kwargs)
+        except Exception as exc:
+            finished = _Finished(session, None, exc)
+        else:
+            duration = (opts.clock.monotonic() - start) * 1000.0
+            finished = _Finished(session, _record_run(session, self._identity, output, duration))
+        latency = (opts.clock.monotonic() - start) * 1000.0
+        call = functools.partial(
+            execute_sample, cast(AgentLoop[Any, Any], finished), opts.scorer, request,
+            record_transcript=opts.record_transcript, clock=opts.clock,
+        )  # fmt: skip
+        outcome = await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
+        # execute_sample timed only the hand-over; the agent's time is the await above.
+        result = dataclasses.replace(outcome.result, latency_ms=latency)
+        return dataclasses.replace(outcome, result=result)
+
+
+class _Finished:
+    """Stands in for an `AgentLoop` whose run already happened: `execute` replays it."""
+
+    def __init__(
+        self,
+        session: Session,
+        response: PromptResponse[Any] | None,
+        error: Exception | None = None,
+    ) -> None:
+        self._session = session
+        self._response = response
+        self._error = error
+
+    def execute(self, request: Any, **_: Any) -> tuple[PromptResponse[Any], Session]:
+        del request
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None  # set whenever there is no error
+        return self._response, self._session
+
+
+def seed_environment(env: Environment, session: Session) -> None:
+    """Put `env` into `session` under its own type (`session[type(env)].latest()`)."""
+    session[type(env)].seed((env,))
+
+
+def _record_run(
+    session: Session, name: str, output: Any, duration_ms: float
+) -> PromptResponse[Any]:
+    text = output if isinstance(output, str) else None
+    session.dispatch(
+        PromptExecuted(
+            prompt_ns="function", prompt_key=name, prompt_name=name, text=text, output=output,
+            duration_ms=duration_ms,
+        )
+    )  # fmt: skip
+    return PromptResponse(prompt_name=name, text=text, output=output)
+
+
+def _env_bound(fn: Callable[..., Any], wants_session: bool) -> Callable[..., Any]:
+    """`fn` with `env=` filled from the worker thread's current sample."""
+
+    def call(request: Any, session: Session) -> Any:
+        kwargs: dict[str, Any] = {"env": _CURRENT_ENV.get()}
+        if wants_session:
+            kwargs["session"] = session
+        return fn(request, **kwargs)
+
+    return call
+
+
+def _with_cache(loop: AgentLoop[Any, Any], cache: ResponseCache) -> AgentLoop[Any, Any]:
+    """A shallow copy of `loop` whose adapter uses `cache` (the caller's loop is untouched)."""
+    adapter = loop.adapter
+    if not dataclasses.is_dataclass(adapter) or "cache" not in {
+        f.name for f in dataclasses.fields(adapter)
+    }:
+        raise ConfigurationError(
+            f"cache= cannot be applied: the adapter {type(adapter).__name__} of "
+            f"{type(loop).__name__} has no `cache` field; configure caching on the adapter "
+            "itself, or leave cache= unset"
+        )
+    clone = copy.copy(loop)
+    clone.adapter = cast(Any, dataclasses.replace(cast(Any, adapter), cache=cache))
+    return clone
+
+
+def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def prepare_scorer(
+    evaluator: Callable[..., Score], judge_concurrency: int | None
+) -> Callable[..., Score]:
+    """Wrap `evaluator` once: its kind decided up front, calls limited to `judge_concurrency`.
+
+    Deciding the kind (plain, session-aware, trajectory) reads the signature; doing it once
+    here keeps it off the per-sample path. Evaluators run in worker threads, so a
+    `threading.BoundedSemaphore` bounds concurrent judge calls.
+    """
+    if not callable(evaluator):
+        raise ConfigurationError(
+            f"evaluator must be callable, got {type(evaluator).__name__}; pass a function "
+            "(output, expected) -> Score or a trajectory scorer (trajectory, sample) -> Score"
+        )
+    by_trajectory = is_trajectory_scorer(evaluator)
+    aware = not by_trajectory and is_session_aware(evaluator)
+    if judge_concurrency is None:
+
+        def scorer(*args: Any) -> Score:
+            return evaluator(*args)
+
+    else:
+        gate = threading.BoundedSemaphore(judge_concurrency)
+
+        def scorer(*args: Any) -> Score:
+            with gate:
+                return evaluator(*args)
+
+    scorer.__name__ = scorer.__qualname__ = evaluator_name(evaluator)
+    setattr(scorer, SESSION_AWARE_ATTR, aware)
+    setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
+    return scorer

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from weakincentives.cli import app
+from weakincentives.cli._query import MAX_CELL, TABLE_ROWS
+from weakincentives.clock import FakeClock
+from weakincentives.debug import RUN_EXAMPLES, DebugBundleConfig, bundle_recorder
+from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
+from weakincentives.runtime.session import TokenUsage
+
+START = datetime(2026, 11, 20, 23, 35, 1, tzinfo=UTC)
+LOG = logging.getLogger("tests.cli.query")
+
+
+def result(sample_id: str, experiment: str, *, passed: bool, reason: str = "") -> EvalResult:
+    return EvalResult(
+        sample_id=sample_id,
+        experiment_name=experiment,
+        score=Score(value=1.0 if passed else 0.0, passed=passed, reason=reason),
+        latency_ms=10.0,
+        usage=TokenUsage(input_tokens=10, output_tokens=2),
+        metadata={"topic": "math"},
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    store = RunStore(tmp_path / "runs", clock=FakeClock(START), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="r1") as run:
+        run.append(result("s1", "baseline", passed=True))
+        run.append(result("s2", "baseline", passed=False, reason="x" * 200))
+        run.append(result("s1", "v2", passed=True))
+        run.append(result("s2", "v2", passed=True))
+    return tmp_path / "runs" / "r1"
+
+
+def wink(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, ["query", *map(str, args)])
+
+
+PASS_RATE = "SELECT experiment, avg(passed) AS rate FROM results GROUP BY experiment ORDER BY 1"
+
+
+def test_table_output(run_dir: Path) -> None:
+    out = wink(run_dir, PASS_RATE, "--no-cache")
+    assert out.exit_code == 0, out.output
+    lines = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    assert ["experiment", "rate"] in lines
+    assert ["baseline", "0.5"] in lines and ["v2", "1.0"] in lines
+    assert "2 rows" in out.stderr
+
+
+def test_json_output_is_a_list_of_objects(run_dir: Path) -> None:
+    out = wink(run_dir, PASS_RATE, "--format", "json", "--no-cache")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [
+        {"experiment": "baseline", "rate": 0.5},
+        {"experiment": "v2", "rate": 1.0},
+    ]
+
+
+def test_csv_output(run_dir: Path) -> None:
+    sql = "SELECT sample_id, experiment, error FROM results ORDER BY experiment, sample_id"
+    out = wink(run_dir, sql, "-f", "csv", "--no-cache")
+    assert out.exit_code == 0, out.output
+    assert list(csv.reader(io.StringIO(out.stdout))) == [
+        ["sample_id", "experiment", "error"],
+        ["s1", "baseline", ""], ["s2", "baseline", ""], ["s1", "v2", ""], ["s2", "v2", ""],
+    ]  # fmt: skip
+
+
+def test_limit_stops_early_and_says_so(run_dir: Path) -> None:
+    out = wink(run_dir, "SELECT sample_id FROM results", "--limit", "1", "-f", "json")
+    assert out.exit_code == 0, out.output
+    assert len(json.loads(out.stdout)) == 1
+    assert "1 row (more matched: stopped at 1)" in out.stderr
+
+
+def test_the_table_format_caps_rows_by_default(run_dir: Path) -> None:
+    sql = f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c LIMIT {TABLE_ROWS + 5}"
+    out = wink(run_dir, sql)
+    assert out.exit_code == 0, out.output
+    assert f"stopped at {TABLE_ROWS}" in out.stderr and "--limit" in out.stderr
+    assert len(json.loads(wink(run_dir, sql, "-f", "json").stdout)) == TABLE_ROWS + 5
+
+
+def test_long_cells_are_cut_in_the_table(run_dir: Path) -> None:
+    out = wink(run_dir, "SELECT reason FROM results WHERE sample_id = 's2' AND NOT passed")
+    assert out.exit_code == 0, out.output
+    assert "x" * (MAX_CELL - 1) + "…" in out.stdout
+    assert "x" * MAX_CELL not in out.stdout
+
+
+def test_select_star_from_logs_on_a_bundle(tmp_path: Path) -> None:
+    config = DebugBundleConfig(directory=tmp_path)
+    with bundle_recorder(config, request_id="req-1", clock=FakeClock(START)) as rec:
+        LOG.warning("disk [bold]full[/bold]")
+    assert rec.path is not None
+    out = wink(rec.path, "SELECT * FROM logs", "-f", "json")
+    assert out.exit_code == 0, out.output
+    (row,) = json.loads(out.stdout)
+    assert (row["level"], row["message"]) == ("WARNING", "disk [bold]full[/bold]")
+    table = wink(rec.path, "SELECT * FROM logs")
+    assert "disk [bold]full[/bold]" in table.stdout  # printed as text, not as rich markup
+
+
+def test_schema_lists_tables_columns_and_examples(run_dir: Path) -> None:
+    out = wink(run_dir, "--schema", "--no-cache")
+    assert out.exit_code == 0, out.output
+    for word in ("runs", "results", "metrics", "tool_calls", "messages", "logs", "json_extract"):
+        assert word in out.stdout
+    assert "Pass rate by experiment" in out.stdout and "Failing tool calls" in out.stdout
+    data = json.loads(wink(run_dir, "--schema", "-f", "json", "--no-cache").stdout)
+    results = next(t for t in data["tables"] if t["name"] == "results")
+    assert {"name": "metadata", "type": "JSON"}.items() <= results["columns"][16].items()
+    assert [e["sql"] for e in data["examples"]] == [sql for _, sql in RUN_EXAMPLES]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["SELECT * FROM nope"], "no such table: nope"),
+        (["DELETE FROM results"], "DELETE is not allowed"),
+        (["SELECT 1; SELECT 2"], "more than one statement"),
+        ([], "give the SQL to run"),
+    ],
+)
+def test_bad_sql_exits_2(run_dir: Path, args: list[str], message: str) -> None:
+    out = wink(run_dir, *args, "--no-cache")
+    assert out.exit_code == 2
+    assert message in out.stderr and out.stdout == ""
+
+
+def test_a_bad_target_exits_2(tmp_path: Path) -> None:
+    out = wink(tmp_path / "missing", "SELECT 1")
+    assert out.exit_code == 2
+    assert "no such file or directory" in out.stderr and "run directory" in out.stderr
+
+
+def test_warnings_go_to_stderr(run_dir: Path) -> None:
+    with (run_dir / "results.jsonl").open("ab") as f:
+        f.write(b"{broken\n")
+    out = wink(run_dir, "SELECT count(*) AS n FROM results", "-f", "json", "--no-cache")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [{"n": 4}]
+    assert "warning: skipped 1 line(s)" in out.stderr
+
+
+def test_the_cache_makes_the_second_query_read_the_cache(run_dir: Path) -> None:
+    assert wink(run_dir, PASS_RATE).exit_code == 0
+    assert (run_dir / ".query-cache.sqlite").is_file()
+    (run_dir / ".query-cache.sqlite").unlink()
+    assert wink(run_dir, PASS_RATE, "--no-cache").exit_code == 0
+    assert not (run_dir / ".query-cache.sqlite").exists()

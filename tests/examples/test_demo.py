@@ -1,0 +1,187 @@
+"""The offline demo runs end to end, shows a real difference, and its hints work.
+
+`real_model.py` runs against a local OpenAI-compatible server that answers like the
+offline models, so the real-endpoint variant is exercised over real HTTP too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.helpers.fake_openai_server import FakeOpenAIServer, RecordedRequest, Reply, completion
+from weakincentives import serde
+from weakincentives.adapters import ModelRequest
+from weakincentives.evals import EvalReport
+from weakincentives.runtime import ChatMessage, ToolCall
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+WINK = Path(sys.executable).with_name("wink")
+TIMEOUT = 100
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    stdout: str
+    runs_dir: Path
+    run_dir: Path
+
+
+def run_demo(runs_dir: Path, *args: str, n: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "WINK_DEMO_N"}
+    if n is not None:
+        env["WINK_DEMO_N"] = n
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py"), "--runs-dir", str(runs_dir), *args],
+        cwd=ROOT, env=env, text=True, capture_output=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo at its default size (what `make demo` runs), once for this module."""
+    runs_dir = tmp_path_factory.mktemp("demo") / "runs"
+    done = run_demo(runs_dir)
+    assert done.returncode == 0, done.stderr
+    run_dirs = [p for p in runs_dir.iterdir() if (p / "run.json").is_file()]
+    assert len(run_dirs) == 1
+    return DemoRun(done.stdout, runs_dir, run_dirs[0])
+
+
+def test_the_demo_completes_every_sample_under_both_experiments(demo: DemoRun) -> None:
+    report = EvalReport.load(demo.run_dir)
+    assert report.complete
+    assert report.total == 480
+    assert set(report.experiment_names) == {"baseline", "careful"}
+    assert report.error_count == 0
+    lines = (demo.run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 480
+    assert {"category", "difficulty"} <= set(json.loads(lines[0])["metadata"])
+
+
+def test_the_demo_comparison_shows_a_real_difference(demo: DemoRun) -> None:
+    comparison = EvalReport.load(demo.run_dir).compare_experiments("baseline", "careful")
+    assert comparison.delta_ci.low > 0.05
+    assert comparison.p_value < 0.001
+    assert comparison.regressions, "the careful prompt costs something too"
+    for text in ("careful vs baseline", "Paired delta", "95% CI", "McNemar"):
+        assert text in demo.stdout
+
+
+def test_the_demo_scores_with_output_session_and_judge_checks(demo: DemoRun) -> None:
+    first = json.loads((demo.run_dir / "results.jsonl").read_text().splitlines()[0])
+    names = {m["name"].split(".")[0] for m in first["score"]["metrics"]}
+    assert {"value_and_unit", "required_tool", "all_tools_succeeded()"} <= names
+    assert "explanation_judge" in names
+    assert "max_model_requests(3)" in names
+
+
+def hint(stdout: str, label: str) -> list[str]:
+    line = next(x for x in stdout.splitlines() if x.strip().startswith(f"{label}:"))
+    words = shlex.split(line.split(":", 1)[1])
+    return [str(WINK) if w == ".venv/bin/wink" else w for w in words]
+
+
+def test_the_demo_resume_hint_matches_the_run(demo: DemoRun) -> None:
+    command = hint(demo.stdout, "resume")
+    assert command[:4] == [str(WINK), "eval", "run", "examples/calc_suite.py:suite"]
+    done = subprocess.run(
+        [*command, "--json"], cwd=ROOT, text=True, capture_output=True, timeout=TIMEOUT,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total"] == 480
+    assert len((demo.run_dir / "results.jsonl").read_text().splitlines()) == 480
+
+
+def test_the_demo_report_hint_works(demo: DemoRun) -> None:
+    done = subprocess.run(
+        hint(demo.stdout, "report"), cwd=ROOT, text=True, capture_output=True,
+        timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Pass rate by difficulty" in done.stdout
+
+
+@pytest.mark.parametrize(("how", "n"), [("env", "10"), ("flag", "12")])
+def test_a_smaller_demo(tmp_path: Path, how: str, n: str) -> None:
+    args = ("--n", n) if how == "flag" else ()
+    done = run_demo(tmp_path / "runs", *args, n=n if how == "env" else None)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    assert EvalReport.load(run_dir).total == 2 * int(n)
+
+
+# -- real_model.py against an OpenAI-compatible server -------------------------------------------
+
+
+@pytest.fixture
+def examples() -> Iterator[dict[str, ModuleType]]:
+    path, modules = list(sys.path), set(sys.modules)
+    sys.path.insert(0, str(EXAMPLES))
+    yield {name: importlib.import_module(name) for name in ("calc_agent", "calc_suite")}
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        del sys.modules[name]
+
+
+def _message(m: dict[str, Any]) -> ChatMessage:
+    calls = tuple(
+        ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+        for c in m.get("tool_calls") or ()
+    )
+    return ChatMessage(
+        role=m["role"], content=m.get("content"), tool_calls=calls,
+        tool_call_id=m.get("tool_call_id"),
+    )  # fmt: skip
+
+
+def offline_server(examples: dict[str, ModuleType]) -> FakeOpenAIServer:
+    """A server answering like the offline agent model (requests with tools) and judge."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        body = request.json()
+        messages = tuple(_message(m) for m in body["messages"])
+        turn = sum(1 for m in messages if m.role == "assistant")
+        agent = bool(body.get("tools"))
+        model = (
+            examples["calc_agent"].offline_model if agent else examples["calc_suite"].offline_judge
+        )
+        reply = model(ModelRequest(messages=messages, turn=turn))
+        if reply.tool_calls:
+            return completion(tool_calls=[(c.name, c.arguments) for c in reply.tool_calls])
+        return completion(serde.dumps(reply.output).decode())
+
+    return FakeOpenAIServer(default=respond)
+
+
+def test_real_model_example_runs_against_an_openai_compatible_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, examples: dict[str, ModuleType]
+) -> None:
+    real_model = importlib.import_module("real_model")
+    with offline_server(examples) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_MODEL", "agent-model")
+        monkeypatch.setenv("WINK_JUDGE_MODEL", "judge-model")
+        code = real_model.main(["--n", "8", "--runs-dir", str(tmp_path / "runs")])
+    assert code == 0
+    (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    report = EvalReport.load(run_dir)
+    assert report.total == 16
+    assert report.error_count == 0
+    models = {b["model"] for b in server.bodies}
+    assert models == {"agent-model", "judge-model"}
+    assert any(b.get("response_format") for b in server.bodies)
