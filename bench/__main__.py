@@ -107,7 +107,9 @@ def _print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
                 verdict = "ok" if target["met"] else "MISS"
                 status = f"{verdict} (target {target['op']} {target['bound']:g})"
             rows.append((name, key, f"{value:.4g}", status))
-    widths = [max(len(row[i]) for row in [("workload", "metric", "value", ""), *rows]) for i in (0, 1, 2)]
+    widths = [
+        max(len(row[i]) for row in [("workload", "metric", "value", ""), *rows]) for i in (0, 1, 2)
+    ]
     print()
     print(f"{'workload':<{widths[0]}}  {'metric':<{widths[1]}}  {'value':>{widths[2]}}  target")
     for workload, key, value, status in rows:
@@ -115,8 +117,11 @@ def _print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only this workload (name or prefix; repeatable)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smoke-test sizes; no targets")

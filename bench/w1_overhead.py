@@ -200,7 +200,7 @@ def baseline_driver(job: Job) -> int:
 
 def evalloop_function_driver(job: Job) -> int:
     """`EvalLoop` + `InMemoryMailbox` + `FunctionLoop`, results appended to a `RunStore`."""
-    loop = FunctionLoop(agent_function(job.delay), name="answer")
+    loop: FunctionLoop[str, str] = FunctionLoop(agent_function(job.delay), name="answer")
     return run_evalloop(job, loop, iter_samples(job.n))
 
 

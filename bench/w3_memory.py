@@ -2,9 +2,10 @@
 
 Each measurement runs one W1 driver once in a fresh interpreter
 (`python -m bench.w3_memory --child DRIVER N`), which prints its peak resident set size
-(`resource.getrusage(RUSAGE_SELF).ru_maxrss`). Imports count in every peak (about the same
-for all drivers: each child imports the whole benchmark), so `growth_bytes_per_sample` is
-the number to compare: `(peak at N - peak at SMALL_N) / (N - SMALL_N)`.
+(`peak_rss_mib`: `VmHWM` on Linux, where `ru_maxrss` is inherited from the parent).
+Imports count in every peak (about the same for all drivers: each child imports the whole
+benchmark), so `growth_bytes_per_sample` is the number to compare:
+`(peak at N - peak at SMALL_N) / (N - SMALL_N)`.
 
 `python -m bench.w3_memory --child DRIVER N --trace 15` also prints the 15 biggest
 allocation sites (tracemalloc) of the largest heap seen during the run (sampled every
@@ -58,9 +59,19 @@ def label(n: int) -> str:
 
 
 def peak_rss_mib() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kib / (1024.0 * 1024.0) if sys.platform == "darwin" else kib / 1024.0
+    """Peak resident set size of this program so far, in MiB.
+
+    On Linux this is `VmHWM` from `/proc/self/status`: `ru_maxrss` survives `fork` and
+    `exec`, so a child started by a big parent would report at least the parent's size.
+    Elsewhere it is `ru_maxrss` (KiB on Linux, bytes on macOS).
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024.0
 
 
 def child(driver: str, n: int, trace: int = 0) -> dict[str, float]:

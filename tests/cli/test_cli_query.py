@@ -86,7 +86,10 @@ def test_limit_stops_early_and_says_so(run_dir: Path) -> None:
 
 
 def test_the_table_format_caps_rows_by_default(run_dir: Path) -> None:
-    sql = f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c LIMIT {TABLE_ROWS + 5}"
+    sql = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        f"SELECT x FROM c LIMIT {TABLE_ROWS + 5}"
+    )
     out = wink(run_dir, sql)
     assert out.exit_code == 0, out.output
     assert f"stopped at {TABLE_ROWS}" in out.stderr and "--limit" in out.stderr
@@ -155,7 +158,7 @@ def test_warnings_go_to_stderr(run_dir: Path) -> None:
     assert "warning: skipped 1 line(s)" in out.stderr
 
 
-def test_the_cache_makes_the_second_query_read_the_cache(run_dir: Path) -> None:
+def test_no_cache_leaves_no_cache_file(run_dir: Path) -> None:
     assert wink(run_dir, PASS_RATE).exit_code == 0
     assert (run_dir / ".query-cache.sqlite").is_file()
     (run_dir / ".query-cache.sqlite").unlink()

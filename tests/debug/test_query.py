@@ -64,7 +64,7 @@ def make_result(
                 Metric("turns", 2.0),
             ],
             reason="exact" if passed else "expected 4",
-        ),  # fmt: skip
+        ),
         latency_ms=100.0 + len(sample_id),
         error=error,
         error_kind="agent" if error else None,
@@ -632,6 +632,6 @@ def test_the_authorizer_alone_stops_file_access(tmp_path: Path, template: str) -
     conn = readonly_copy(source)
     conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 10)  # lift the attach limit: authorizer only
     target = tmp_path / "x.db"
-    with pytest.raises(sqlite3.DatabaseError, match="not authorized|authorization denied"):
+    with pytest.raises(sqlite3.DatabaseError, match=r"not authorized|authorization denied"):
         conn.execute(template.format(path=target))  # bypasses the keyword check
     assert not target.exists()

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import CalcParams, calculate, calculator_model
 from tests.runtime.workers import run_in_thread, wait_for
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
-from weakincentives.clock import FakeClock
+from weakincentives.clock import SYSTEM_CLOCK, Clock, FakeClock
 from weakincentives.debug import DebugBundle
 from weakincentives.errors import (
     AdapterConnectionError,
@@ -90,14 +90,7 @@ TEMPLATE = PromptTemplate[str](
         MarkdownSection("Rules", "rules", "Use the calculate tool for arithmetic."),
         MarkdownSection("Question", "question", "$text", Question, role="user"),
     ),
-    tools=(
-        Tool(
-            name="calculate",
-            description="Compute `a op b`.",
-            params_type=CalcParams,
-            handler=logging_calculate,
-        ),
-    ),
+    tools=(Tool("calculate", "Compute `a op b`.", CalcParams, logging_calculate),),
 )
 
 Hook = Callable[[ModelRequest], "FunctionReply | str | None"]
@@ -134,9 +127,7 @@ class CalcLoop(AgentLoop[str, str]):
         return Prompt(TEMPLATE).bind(Question(request))
 
 
-def agent(model: Model, clock: FakeClock | None = None) -> CalcLoop:
-    if clock is None:
-        return CalcLoop(adapter=FunctionAdapter(model))
+def agent(model: Model, clock: Clock = SYSTEM_CLOCK) -> CalcLoop:
     return CalcLoop(adapter=FunctionAdapter(model, clock=clock), clock=clock)
 
 
@@ -146,13 +137,14 @@ def arithmetic(n: int) -> Dataset[str, str]:
     )
 
 
-def mailboxes(clock: FakeClock | None = None) -> tuple[InMemoryMailbox[Any, Any], ...]:
-    if clock is None:
-        return InMemoryMailbox("eval-requests"), InMemoryMailbox("eval-results")
-    return (
-        InMemoryMailbox("eval-requests", clock=clock),
-        InMemoryMailbox("eval-results", clock=clock),
-    )
+def mailboxes(clock: Clock = SYSTEM_CLOCK) -> tuple[InMemoryMailbox[Any, Any], ...]:
+    return tuple(InMemoryMailbox(name, clock=clock) for name in ("eval-requests", "eval-results"))
+
+
+def eval_loop(requests: Any, model: Model | None = None, **options: Any) -> EvalLoop:
+    """An EvalLoop over the calculator agent, scoring with `exact_match` unless told."""
+    options.setdefault("evaluator", exact_match)
+    return EvalLoop(loop=agent(model or Model()), requests=requests, **options)
 
 
 def drain(loop: EvalLoop) -> None:
@@ -208,14 +200,8 @@ def test_every_outcome_is_recorded_with_its_kind() -> None:
     )
     requests, results = mailboxes(clock)
     config = EvalLoopConfig(timeout=30.0, budget=Budget(max_total_tokens=2_000))
-    loop = EvalLoop(
-        loop=agent(Model(hook), clock),
-        evaluator=evaluator,
-        requests=requests,
-        results=results,
-        config=config,
-        clock=clock,
-    )
+    loop = EvalLoop(loop=agent(Model(hook), clock), evaluator=evaluator, requests=requests,
+                    results=results, config=config, clock=clock)  # fmt: skip
     # No reply_to on the requests: results go to the loop's results mailbox.
     assert submit_dataset(dataset, BASELINE, requests) == len(cases)
 
@@ -256,9 +242,7 @@ def test_no_result_is_lost_and_no_sample_runs_twice(max_concurrent: int) -> None
     dataset = arithmetic(12)
     requests, results = mailboxes()
     submit_dataset(dataset, requests, reply_to=results)
-    loop = EvalLoop(
-        loop=agent(model), evaluator=counting, requests=requests, max_concurrent=max_concurrent
-    )
+    loop = eval_loop(requests, model, evaluator=counting, max_concurrent=max_concurrent)
 
     drain(loop)
 
@@ -281,7 +265,7 @@ def test_session_aware_evaluators_get_the_run_session() -> None:
     evaluator = all_of(adapt(exact_match), tool_called("calculate"), calls_recorded)
     requests, results = mailboxes()
     submit_dataset(arithmetic(2), requests, reply_to=results)
-    loop = EvalLoop(loop=agent(Model()), evaluator=evaluator, requests=requests)
+    loop = eval_loop(requests, evaluator=evaluator)
 
     drain(loop)
 
@@ -311,12 +295,7 @@ def test_results_reach_the_requested_destination(route: str) -> None:
     requests: InMemoryMailbox[Any, Any] = InMemoryMailbox("eval-requests", reply_resolver=resolver)
     reply_to: Any = {"reply_to object": results, "reply_to name": "eval-results"}.get(route)
     submit_dataset(arithmetic(3), requests, reply_to=reply_to)
-    loop = EvalLoop(
-        loop=agent(Model()),
-        evaluator=exact_match,
-        requests=requests,
-        results=results if route == "results mailbox" else fallback,
-    )
+    loop = eval_loop(requests, results=results if route == "results mailbox" else fallback)
 
     drain(loop)
 
@@ -331,13 +310,7 @@ def test_an_unresolvable_reply_to_fails_before_the_sample_runs() -> None:
     dead: InMemoryMailbox[DeadLetter[Any], None] = InMemoryMailbox("dead")
     submit_dataset(arithmetic(1), requests, reply_to="nowhere")
     model = Model()
-    loop = EvalLoop(
-        loop=agent(model),
-        evaluator=exact_match,
-        requests=requests,
-        dlq=DLQPolicy(dead, max_deliveries=2),
-        retry=NO_WAIT,
-    )
+    loop = eval_loop(requests, model, dlq=DLQPolicy(dead, max_deliveries=2), retry=NO_WAIT)
 
     drain(loop)
 
@@ -352,7 +325,7 @@ def test_a_result_with_nowhere_to_go_is_dropped_with_a_warning(
 ) -> None:
     requests, _ = mailboxes()
     submit_dataset(arithmetic(1), requests)
-    loop = EvalLoop(loop=agent(Model()), evaluator=exact_match, requests=requests)
+    loop = eval_loop(requests)
 
     with caplog.at_level(logging.WARNING, logger="weakincentives.evals"):
         drain(loop)
@@ -385,12 +358,7 @@ def test_up_to_max_concurrent_samples_run_at_once(max_concurrent: int) -> None:
 
     requests, results = mailboxes()
     submit_dataset(arithmetic(2 * max_concurrent), requests, reply_to=results)
-    loop = EvalLoop(
-        loop=agent(Model(hook)),
-        evaluator=exact_match,
-        requests=requests,
-        max_concurrent=max_concurrent,
-    )
+    loop = eval_loop(requests, Model(hook), max_concurrent=max_concurrent)
 
     drain(loop)
 
@@ -424,6 +392,7 @@ def failing(error: Exception, times: int) -> Hook:
         # The lower of the two limits counts: no delivery is dead-lettered unanswered.
         (AdapterConnectionError("refused"), RetryPolicy(max_attempts=2, base_delay=0.0), 5, 2),
     ],
+    ids=["connection", "rate-limit", "provider-timeout", "retry-policy-is-lower"],
 )
 def test_transient_failures_are_retried_then_answered_with_the_error(
     error: Exception, retry: RetryPolicy, max_deliveries: int, runs: int
@@ -432,12 +401,8 @@ def test_transient_failures_are_retried_then_answered_with_the_error(
     dead: InMemoryMailbox[DeadLetter[Any], None] = InMemoryMailbox("dead")
     requests, results = mailboxes()
     submit_dataset(arithmetic(1), requests, reply_to=results)
-    loop = EvalLoop(
-        loop=agent(model),
-        evaluator=exact_match,
-        requests=requests,
-        retry=retry,
-        dlq=DLQPolicy(dead, max_deliveries=max_deliveries),
+    loop = eval_loop(
+        requests, model, retry=retry, dlq=DLQPolicy(dead, max_deliveries=max_deliveries)
     )
 
     drain(loop)
@@ -454,7 +419,7 @@ def test_a_transient_failure_that_clears_is_a_normal_result() -> None:
     model = Model(failing(AdapterConnectionError("blip"), times=1))
     requests, results = mailboxes()
     submit_dataset(arithmetic(2), requests, reply_to=results)
-    loop = EvalLoop(loop=agent(model), evaluator=exact_match, requests=requests, retry=NO_WAIT)
+    loop = eval_loop(requests, model, retry=NO_WAIT)
 
     drain(loop)
 
@@ -469,9 +434,7 @@ def test_never_dead_letter_errors_are_retried_past_max_deliveries() -> None:
     requests, results = mailboxes()
     submit_dataset(arithmetic(1), requests, reply_to=results)
     policy = DLQPolicy(dead, max_deliveries=2, never_dead_letter=(RateLimitError,))
-    loop = EvalLoop(
-        loop=agent(model), evaluator=exact_match, requests=requests, dlq=policy, retry=NO_WAIT
-    )
+    loop = eval_loop(requests, model, dlq=policy, retry=NO_WAIT)
 
     drain(loop)
 
@@ -484,7 +447,7 @@ def test_non_transient_agent_errors_are_answered_at_once() -> None:
     model = Model(failing(ValueError("bad input"), times=99))
     requests, results = mailboxes()
     submit_dataset(arithmetic(1), requests, reply_to=results)
-    loop = EvalLoop(loop=agent(model), evaluator=exact_match, requests=requests, retry=NO_WAIT)
+    loop = eval_loop(requests, model, retry=NO_WAIT)
 
     drain(loop)
 
@@ -497,13 +460,7 @@ def test_a_body_that_is_not_an_eval_request_is_dead_lettered_at_once() -> None:
     requests: FakeMailbox[Any, Any] = FakeMailbox("eval-requests")
     requests.send({"sample": "not an EvalRequest"})
     requests.send_undecodable(b"\xff not json")
-    loop = EvalLoop(
-        loop=agent(Model()),
-        evaluator=exact_match,
-        requests=requests,
-        dlq=DLQPolicy(dead, max_deliveries=5),
-        retry=NO_WAIT,
-    )
+    loop = eval_loop(requests, dlq=DLQPolicy(dead, max_deliveries=5), retry=NO_WAIT)
 
     drain(loop)
 
@@ -536,13 +493,8 @@ def test_each_sample_gets_a_verified_bundle_with_sessions_logs_and_eval(tmp_path
             raise RuntimeError("model exploded")
 
     submit_dataset(dataset, requests, reply_to=results, run_id="run-1")
-    loop = EvalLoop(
-        loop=agent(Model(hook)),
-        evaluator=exact_match,
-        requests=requests,
-        config=EvalLoopConfig(debug_bundle_dir=bundles),
-        max_concurrent=3,
-    )
+    config = EvalLoopConfig(debug_bundle_dir=bundles)
+    loop = eval_loop(requests, Model(hook), config=config, max_concurrent=3)
 
     drain(loop)
 
@@ -584,12 +536,7 @@ def test_a_bundle_that_cannot_be_written_does_not_fail_the_sample(tmp_path: Path
     not_a_directory.write_text("in the way")
     requests, results = mailboxes()
     submit_dataset(arithmetic(2), requests, reply_to=results)
-    loop = EvalLoop(
-        loop=agent(Model()),
-        evaluator=exact_match,
-        requests=requests,
-        config=EvalLoopConfig(debug_bundle_dir=not_a_directory),
-    )
+    loop = eval_loop(requests, config=EvalLoopConfig(debug_bundle_dir=not_a_directory))
 
     drain(loop)
 
@@ -599,7 +546,7 @@ def test_a_bundle_that_cannot_be_written_does_not_fail_the_sample(tmp_path: Path
 
 
 def test_evaluate_runs_one_request_without_a_mailbox() -> None:
-    loop = EvalLoop(loop=agent(Model()), evaluator=exact_match)
+    loop = eval_loop(None)
     sample = Sample(id="x", input="2 * 21", expected="42")
 
     outcome = loop.evaluate(EvalRequest(sample=sample, experiment=Experiment(name="direct")))
@@ -629,9 +576,7 @@ def test_a_stopped_loop_restarts_and_the_report_counts_each_sample_once() -> Non
     dataset = arithmetic(5)
     requests, results = mailboxes()
     submit_dataset(dataset, requests, reply_to=results)
-    first = EvalLoop(
-        loop=agent(model), evaluator=exact_match, requests=requests, max_concurrent=2, name="first"
-    )
+    first = eval_loop(requests, model, max_concurrent=2, name="first")
     thread = run_in_thread(first, wait_time_seconds=0)
     wait_for(lambda: blocked == 2)
 
@@ -640,7 +585,7 @@ def test_a_stopped_loop_restarts_and_the_report_counts_each_sample_once() -> Non
     assert not thread.is_alive() and first.stats.returned == 2
     # The abandoned samples finish now and still reply: at-least-once delivery.
     gate.set()
-    second = EvalLoop(loop=agent(model), evaluator=exact_match, requests=requests, name="second")
+    second = eval_loop(requests, model, name="second")
     drain(second)
     wait_for(lambda: results.approximate_count() == 7)
 

@@ -83,7 +83,7 @@ def query(
         typer.Option("--no-cache", help="Do not read or write .query-cache.sqlite in the run."),
     ] = False,
 ) -> None:
-    """Run read-only SQL over an eval run, a directory of runs, or a debug bundle."""  # noqa: D401
+    """Run read-only SQL over an eval run, a directory of runs, or a debug bundle."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if sql is None and not schema:
         err.print(

@@ -52,7 +52,7 @@ def worker(
     ] = "agent-requests",
     dlq: Annotated[
         str | None,
-        typer.Option(help="Dead-letter mailbox [default: <requests>-dlq].", show_default=False),
+        typer.Option(help="Dead-letter mailbox (default: <requests>-dlq).", show_default=False),
     ] = None,
     max_deliveries: Annotated[
         int, typer.Option(min=1, help="Deliveries before a failing message is dead-lettered.")

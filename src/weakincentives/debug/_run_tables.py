@@ -162,7 +162,7 @@ _VALID_LINE = (
     "json_valid(j) AND typeof(j ->> '$.sample_id') = 'text' "
     "AND typeof(j ->> '$.experiment_name') = 'text'"
 )
-_FILL_RESULTS = """
+_FILL_RESULTS = f"""
 INSERT INTO results
 SELECT run_id, sample_id, experiment, epoch, request_id, passed, score, reason,
     coalesce((SELECT sum((m.value ->> '$.value') * (m.value ->> '$.weight'))
@@ -190,10 +190,10 @@ FROM (
         j -> '$.score.metrics' AS ms, j ->> '$.bundle_path' AS bundle_path,
         coalesce(j ->> '$.delivery_count', 1) AS delivery_count, r.line AS line
     FROM temp.raw AS r
-    WHERE {valid}
+    WHERE {_VALID_LINE}
     LIMIT -1
 )
-""".format(valid=_VALID_LINE)
+"""
 _DEDUPE_RESULTS = """
 DELETE FROM results WHERE rowid NOT IN (
     SELECT max(rowid) FROM results GROUP BY run_id, sample_id, experiment, epoch)

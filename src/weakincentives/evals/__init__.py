@@ -62,7 +62,7 @@ from ._judge import (
     llm_judge,
     pairwise_judge,
 )
-from ._loop import TRANSIENT_ERRORS, EvalLoop, EvalLoopConfig, TransientEvalError
+from ._loop import TRANSIENT_ERRORS, EvalLoop, EvalLoopConfig
 from ._matchers import json_equal, numeric_close, regex_match, regex_search
 from ._progress import CallbackProgress, NullProgress, ProgressSink, as_progress
 from ._render import render_report
@@ -153,7 +153,6 @@ __all__ = [
     "ToolCallRecord",
     "Trajectory",
     "TrajectoryScorer",
-    "TransientEvalError",
     "adapt",
     "all_of",
     "all_tools_succeeded",

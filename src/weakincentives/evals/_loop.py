@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError, EvalError, MessageDecodeError
+from weakincentives.errors import ConfigurationError, MessageDecodeError
 from weakincentives.runtime.agent_loop import AgentLoop
 from weakincentives.runtime.agent_worker import (
     TRANSIENT_ERRORS,
@@ -33,17 +33,9 @@ from weakincentives.runtime.worker import MailboxWorker
 from ._execute import SampleOutcome, execute_sample
 from ._types import EvalRequest, EvalResult, Score
 
-__all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig", "TransientEvalError"]
+__all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
 
 _log = logging.getLogger(__name__)
-
-
-class TransientEvalError(EvalError):
-    """Not raised any more; kept so that existing imports keep working.
-
-    A transient agent failure is re-raised as itself, so the worker's retry and
-    dead-letter policies (`never_dead_letter`, `dead_letter_on`) see its real type.
-    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
