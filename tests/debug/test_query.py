@@ -34,6 +34,7 @@ from weakincentives.evals import (
     RunStore,
     Score,
     ToolCallRecord,
+    latest_results,
 )
 from weakincentives.runtime.session import ChatMessage, TokenUsage, ToolCall
 
@@ -164,6 +165,41 @@ def test_results_has_one_row_per_key_and_the_last_line_wins(run_dir: Path) -> No
     }  # fmt: skip
     assert (s2["passed"], s2["reward"], s2["reason"]) == (0, pytest.approx(0.125), "expected 4")
     assert (s3["passed"], s3["error"], s3["delivery_count"], s3["line"]) == (1, None, 2, 5)
+
+
+def test_results_agree_with_the_run_stores_latest_results(run_dir: Path) -> None:
+    rows = {
+        (r["sample_id"], r["experiment"], r["epoch"]): r
+        for r in run_sql(run_dir, "SELECT * FROM results")
+    }
+    expected = latest_results(run_dir)
+    assert len(rows) == len(expected)
+    for result in expected:
+        row = rows[result.key]
+        assert row["passed"] == result.passed
+        assert row["score"] == pytest.approx(result.score.value)
+        assert row["reward"] == pytest.approx(result.score.reward)
+        assert row["total_tokens"] == result.tokens
+        assert row["request_id"] == result.request_id
+        assert row["error"] == result.error and row["delivery_count"] == result.delivery_count
+        assert json.loads(row["metadata"]) == result.metadata
+        assert json.loads(row["metrics"]) == {m.name: m.value for m in result.score.metrics}
+
+
+def test_a_failed_load_leaves_the_database_usable(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: RunTables) -> None:
+        raise sqlite3.OperationalError("disk on fire")
+
+    with QueryDatabase.open(run_dir, cache=False) as db:
+        with monkeypatch.context() as patch:
+            patch.setattr(RunTables, "_fill_logs", broken)
+            with pytest.raises(QueryError, match=r"cannot load the tables of .*disk on fire"):
+                db.execute("SELECT count(*) FROM logs")
+            assert all(t.rows is None for t in db.tables())
+        assert db.execute("SELECT count(*) FROM logs").rows == ((0,),)
+        assert db.execute("SELECT count(*) FROM tool_calls").rows == ((8,),)
 
 
 def test_errors_never_pass_even_with_a_passing_score(tmp_path: Path) -> None:
@@ -518,6 +554,8 @@ WRITES = [
     "SELECT 1; DELETE FROM results",
     "SELECT 1; SELECT 2",
     "/* hidden */ DELETE FROM results",
+    "EXPLAIN DELETE FROM results",
+    "REPLACE INTO results (sample_id) VALUES ('x')",
 ]
 
 

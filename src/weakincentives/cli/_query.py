@@ -128,12 +128,16 @@ def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
             table.add_column(name, no_wrap=True, overflow="ellipsis")
         for row in result.rows:
             table.add_row(*(_table_cell(v) for v in row))
-        out = Console(highlight=False)
-        if not out.is_terminal:
-            # Piped or captured: print the table at its natural width instead of squeezing
-            # every column into 80 characters (a terminal gets ellipses instead).
-            out = Console(highlight=False, width=_WIDE)
-        out.print(table)
+        _console().print(table)
+
+
+def _console() -> Console:
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        # Piped or captured: print at natural width instead of squeezing every column
+        # into 80 characters (a terminal gets ellipses instead).
+        out = Console(highlight=False, width=_WIDE)
+    return out
 
 
 def _print_count(err: Console, result: QueryResult, shown: int | None, *, explicit: bool) -> None:
@@ -179,7 +183,7 @@ def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
         }
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         return
-    out = Console(highlight=False)
+    out = _console()
     for info in tables:
         rows = "" if info.rows is None else f" ({info.rows} rows)"
         out.print(Text.assemble((info.name, "bold"), rows, " - ", info.description))
@@ -189,6 +193,7 @@ def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
         for column in info.columns:
             table.add_row(Text(column.name, style="cyan"), column.type, Text(column.description))
         out.print(table)
+        out.print()
     out.print(Text("Examples", style="bold"))
     target = str(db.target)
     for title, sql in db.examples:

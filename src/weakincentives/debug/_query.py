@@ -80,7 +80,8 @@ RUN_EXAMPLES: tuple[tuple[str, str], ...] = (
      "SELECT name, count(*) AS failures, min(error) AS example FROM tool_calls "
      "WHERE NOT success GROUP BY name ORDER BY failures DESC"),
     ("Tokens by a metadata field",
-     "SELECT metadata ->> '$.topic' AS topic, count(*) AS n, sum(total_tokens) AS tokens, "
+     "SELECT json_extract(metadata, '$.topic') AS topic, count(*) AS n, "
+     "sum(total_tokens) AS tokens, "
      "round(avg(total_tokens)) AS per_sample FROM results GROUP BY topic"),
     ("Errors by kind",
      "SELECT error_kind, count(*) AS n, min(error) AS example FROM results "
@@ -102,7 +103,7 @@ BUNDLE_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("Tool calls", "SELECT seq, name, success, duration_ms, error FROM tool_calls"),
     ("Metrics", "SELECT name, value FROM metrics"),
     ("The score", "SELECT sample_id, experiment, score, passed, reason FROM eval"),
-    ("Part of the request", "SELECT json ->> '$.sample.id' AS sample FROM request"),
+    ("Part of the request", "SELECT json_extract(json, '$.sample.id') AS sample FROM request"),
 )  # fmt: skip
 """`(title, SQL)` examples for debug bundles, shown by `--schema`."""
 
@@ -151,7 +152,7 @@ class QueryDatabase:
 
     Open with `QueryDatabase.open(target)`; run statements with `execute`. Run tables
     are loaded the first time a statement reads them. Close it (or use `with`) to free
-    the memory.
+    the memory. Use it from one thread at a time.
     """
 
     def __init__(
@@ -299,14 +300,10 @@ class QueryDatabase:
     def _load(self, names: set[str]) -> None:
         assert self._runs is not None
         before = self._runs.filled
-        builder = self._builder
-        builder.execute("BEGIN")
         try:
             changed = self._runs.ensure(names)
-            builder.execute("COMMIT")
         except sqlite3.Error as exc:
-            builder.execute("ROLLBACK")
-            raise QueryError(f"cannot load {self._target}: {exc}") from exc
+            raise QueryError(f"cannot load the tables of {self._target}: {exc}") from exc
         if not changed:
             return
         if self._reader is not None:
@@ -314,7 +311,7 @@ class QueryDatabase:
             self._reader = None
         persisted = self._runs.filled - {"runs"}
         if self._cache_file is not None and persisted != before - {"runs"}:
-            store_cache(builder, self._cache_file, self._signature, sorted(persisted))
+            store_cache(self._builder, self._cache_file, self._signature, sorted(persisted))
 
     def _count(self, table: str) -> int:
         row = self._builder.execute(f"SELECT count(*) FROM {table}").fetchone()
