@@ -14,7 +14,7 @@ Against a redis-server this benchmark starts (or `REDIS_URL`):
    ready before the clock starts. `speedup_kK = time(K=1) / time(K)`; perfect is K.
    `efficiency_kK = (N * 100 ms / K) / time(K)`.
 
-Best of the repeats. Run alone: `python -m bench.w4_distributed`.
+Best of the repeats (interleaved). Run alone: `python -m bench.w4_distributed`.
 """
 
 from __future__ import annotations
@@ -277,11 +277,13 @@ def main() -> dict[str, float]:
         messages, per_worker, delay, repeats = 20_000, 50, 0.1, 3
     levels = (1, 2, 4)
     print(
-        f"W4 distributed: round trips of {messages} messages; K={levels} workers x "
-        f"{per_worker} samples each, agent waits {delay * 1000:g} ms; best of {repeats}"
+        f"W4 distributed: round trips of {messages} messages (best of {2 * repeats}); "
+        f"K={levels} workers x {per_worker} samples each, agent waits {delay * 1000:g} ms "
+        f"(best of {repeats})"
     )
     with redis_url() as url:
-        metrics = measure_roundtrips(url, messages, repeats)
+        # Round trips are short and noisier than the scaling runs: more repeats.
+        metrics = measure_roundtrips(url, messages, 2 * repeats)
         metrics.update(measure_scaling(url, levels, per_worker, delay, repeats))
     return metrics
 
