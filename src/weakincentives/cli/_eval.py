@@ -189,6 +189,20 @@ def _run(
     expected_type: Annotated[
         str | None, typer.Option(help="module:Type the expected values are loaded as.")
     ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option(
+            help="Submit to `wink worker`s on this Redis (redis://...) instead of running "
+            "locally; results are collected into the run store as they arrive."
+        ),
+    ] = None,
+    requests: Annotated[
+        str, typer.Option(help="With --redis: the workers' requests mailbox.")
+    ] = "eval-requests",
+    namespace: Annotated[str, typer.Option(help="With --redis: key namespace.")] = "wink",
+    run_timeout: Annotated[
+        float | None, typer.Option(help="With --redis: seconds to wait for every result.")
+    ] = None,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
     if run_id is not None and resume is not None:
@@ -207,6 +221,15 @@ def _run(
     )  # fmt: skip
     err = Console(stderr=True, soft_wrap=True)
     try:
+        if redis is not None:
+            report = _run_on_redis(
+                plan, redis_url=redis, requests=requests, namespace=namespace,
+                runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
+                timeout=run_timeout, progress=None if as_json else progress_for(err),
+            )  # fmt: skip
+            _print_run(report, plan, hints, as_json=as_json)
+            _check_threshold(report, fail_under)
+            return
         report = run_eval(
             plan.dataset, plan.target, plan.evaluator,
             experiments=plan.experiments, epochs=epochs, max_concurrent=concurrency,
@@ -223,6 +246,42 @@ def _run(
         _fail(exc)
     _print_run(report, plan, hints, as_json=as_json)
     _check_threshold(report, fail_under)
+
+
+def _run_on_redis(
+    plan: RunPlan,
+    *,
+    redis_url: str,
+    requests: str,
+    namespace: str,
+    runs_dir: Path,
+    run_id: str,
+    resume: str | None,
+    epochs: int,
+    timeout: float | None,
+    progress: Any,
+) -> EvalReport:
+    """Submit the plan to Redis workers and collect the results into the run store."""
+    from weakincentives.contrib.distributed import run_distributed
+    from weakincentives.evals import Fingerprint
+
+    fingerprint = Fingerprint.build(
+        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
+        evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
+    )  # fmt: skip
+    store = RunStore(runs_dir)
+    if resume is None:
+        return run_distributed(
+            plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
+            namespace=namespace, run_store=store, fingerprint=fingerprint, run_id=run_id,
+            epochs=epochs, timeout=timeout, progress=progress,
+        )  # fmt: skip
+    with store.resume(resume, fingerprint) as handle:
+        return run_distributed(
+            plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
+            namespace=namespace, run_store=handle, fingerprint=fingerprint, epochs=epochs,
+            timeout=timeout, progress=progress,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
