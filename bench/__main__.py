@@ -139,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         os.environ[bench.QUICK_ENV] = "1"  # read by the workloads and their subprocesses
     started = datetime.now(UTC)
+    print(f"load average at start: {_load_average()} on {os.cpu_count()} CPUs")
     results: dict[str, dict[str, Any]] = {}
     for name in chosen:
         print(f"== {name}", flush=True)
@@ -166,6 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages: how busy the machine was (noise)."""
+    try:
+        return list(os.getloadavg())
+    except OSError:  # not available on this platform
+        return None
+
+
 def _write(
     path: Path, started: datetime, quick: bool, results: Mapping[str, Mapping[str, Any]]
 ) -> None:
@@ -175,6 +184,7 @@ def _write(
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "load_average_at_end": _load_average(),
         "workloads": results,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,15 +2,17 @@
 
 Reports milliseconds per sample over the plain-asyncio baseline (`bench._baseline`) for
 
+- `baseline_threads`: a plain thread pool doing the same work (the cost of threads alone);
 - `evalloop_function`: `EvalLoop` over `InMemoryMailbox` with a `FunctionLoop` target;
 - `evalloop_agent`: `EvalLoop` with an `AgentLoop` on `FunctionAdapter` (prompt render,
   model function, structured output parse);
-- `runner_function` / `runner_agent`: the local runner `evaluate()` with a plain task
-  function / the same `AgentLoop` (only when `weakincentives.evals` has `evaluate`).
+- `runner_function`, `runner_async`, `runner_agent`: the local runner (`run_eval`, i.e.
+  `evaluate()`) with a plain sync task function, an `async def` task function, and the
+  same `AgentLoop`.
 
 Every variant answers with the same agent function `answer` and writes one JSONL line per
-sample: the framework through a `RunStore`, the baseline with plain file writes. Each
-variant runs `REPEATS` times, interleaved with the others so that machine noise hits them
+sample: the framework through a `RunStore`, the baselines with plain file writes. Each
+variant runs several times, interleaved with the others so that machine noise hits them
 alike; the best (fastest) repeat counts. The drivers here are reused by W2 (with a sleeping
 agent) and W3 (in a fresh subprocess, for peak RSS).
 """

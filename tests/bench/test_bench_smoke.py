@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.w1_overhead import Job, baseline_driver, evalloop_function_driver
 
 import bench
 from bench import __main__ as runner
+from bench.w1_overhead import Job, baseline_driver, evalloop_function_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 
