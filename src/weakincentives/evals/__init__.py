@@ -5,6 +5,11 @@ and read the results as a report with honest numbers:
 
 - `Sample`, `Dataset` (`Dataset.load(path, InputType, ExpectedType)` reads JSONL);
 - `Score` (with named `Metric`s), `EvalRequest`, `EvalResult`;
+- runners: `evaluate()` (async, asyncio or trio) and `run_eval()` (sync) run a dataset
+  locally with concurrency, epochs, timeouts, a run store with resume, a response cache
+  and progress (`ProgressSink`); `EvalLoop` runs behind mailboxes on many workers;
+- RL-style scoring: `Trajectory` scorers `(trajectory, sample) -> Score` and per-sample
+  `Environment`s (`environment_factory=`, `restore_environment`);
 - `EvalReport`: pass rate (errors count as not passed), intervals, per-experiment
   breakdowns, paired A/B comparisons (`compare_experiments`, `compare_all`), pass@k,
   slicing (`group_by`, `summarize`), `save`/`load`, `render`, `to_json`;

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -25,7 +26,7 @@ from ._environment import EnvironmentFactory, create_environment, serialize_envi
 from ._fingerprint import Fingerprint
 from ._progress import ProgressSink
 from ._report import EvalReport
-from ._run import RunHandle, RunStatus, read_manifest, write_manifest
+from ._run import RunHandle, RunStatus, write_manifest
 from ._store import RunStore
 from ._target import SampleTarget
 from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score
@@ -238,9 +239,10 @@ class LocalRun:
 
     def _record_stream_hash(self, sha256: str) -> None:
         # A streamed dataset's hash is known only now; write it (and the final count)
-        # into the manifest so the run's fingerprint names its dataset.
+        # into the manifest so the run's fingerprint names its dataset. The handle's copy
+        # of the manifest is what `finish` just wrote (re-reading it would cost a decoder).
         assert self.handle is not None
-        manifest = read_manifest(self.handle.path)
+        manifest = self.handle.manifest
         if manifest.fingerprint.dataset_sha256 != UNHASHED_STREAM or manifest.status != "complete":
             return
         fingerprint = dataclasses.replace(manifest.fingerprint, dataset_sha256=sha256)
@@ -277,19 +279,32 @@ class LocalRun:
 
 
 def slim(result: EvalResult) -> EvalResult:
-    """`result` without what the report does not need and the store keeps.
+    """`result` as the report keeps it when the run store holds the full record.
 
-    Drops the transcript (`messages`, `tool_calls`) and `request_id`, and shares one
-    empty metadata mapping and one zero usage between results.
+    Dropped (the store has them): the transcript (`messages`, `tool_calls`), `output`,
+    `request_id`, and the reason of a passed score without metrics (that score becomes a
+    shared `Score(value, passed=True)`). Kept: everything the report computes with
+    (scores, metrics, errors and their reasons, latency, usage, metadata, environment).
+    Empty metadata and zero usage are shared objects.
     """
+    score = result.score
+    if result.error is None and score.passed and not score.metrics and score.reason:
+        score = _passed_score(score.value)
     return dataclasses.replace(
         result,
+        score=score,
         messages=(),
         tool_calls=(),
+        output=None,
         request_id=None,
         metadata=result.metadata or _EMPTY,
         usage=_NO_USAGE if result.usage == _NO_USAGE else result.usage,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _passed_score(value: float) -> Score:
+    return Score(value=value, passed=True)
 
 
 def error_result(

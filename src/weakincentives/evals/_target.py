@@ -38,7 +38,7 @@ from weakincentives.adapters import PromptResponse, ResponseCache
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
-from weakincentives.runtime.limits import Budget
+from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
 from ._environment import Environment
@@ -201,18 +201,21 @@ class _AsyncFunctionTarget:
                 kwargs["env"] = env
         if self._wants_session:
             kwargs["session"] = session
+        deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
         start = opts.clock.monotonic()
-        finished: _Finished
+        run: tuple[PromptResponse[Any], Session] | Exception
         try:
             output = await self._fn(request.sample.input, **kwargs)
+            if deadline is not None:  # like FunctionLoop: a deadline on the run's clock
+                deadline.check(f"function {self._identity}")
         except Exception as exc:
-            finished = _Finished(session, None, exc)
+            run = exc
         else:
             duration = (opts.clock.monotonic() - start) * 1000.0
-            finished = _Finished(session, _record_run(session, self._identity, output, duration))
+            run = (_record_run(session, self._identity, output, duration), session)
         latency = (opts.clock.monotonic() - start) * 1000.0
         call = functools.partial(
-            execute_sample, cast(AgentLoop[Any, Any], finished), opts.scorer, request,
+            execute_sample, cast(AgentLoop[Any, Any], _Finished(run)), opts.scorer, request,
             record_transcript=opts.record_transcript, clock=opts.clock,
         )  # fmt: skip
         outcome = await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
@@ -224,22 +227,14 @@ class _AsyncFunctionTarget:
 class _Finished:
     """Stands in for an `AgentLoop` whose run already happened: `execute` replays it."""
 
-    def __init__(
-        self,
-        session: Session,
-        response: PromptResponse[Any] | None,
-        error: Exception | None = None,
-    ) -> None:
-        self._session = session
-        self._response = response
-        self._error = error
+    def __init__(self, run: tuple[PromptResponse[Any], Session] | Exception) -> None:
+        self._run = run
 
     def execute(self, request: Any, **_: Any) -> tuple[PromptResponse[Any], Session]:
         del request
-        if self._error is not None:
-            raise self._error
-        assert self._response is not None  # set whenever there is no error
-        return self._response, self._session
+        if isinstance(self._run, Exception):
+            raise self._run
+        return self._run
 
 
 def seed_environment(env: Environment, session: Session) -> None:
