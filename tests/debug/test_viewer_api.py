@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.bench_viewer import measure, write_synthetic_run
 from starlette.testclient import TestClient
 
+from bench.bench_viewer import measure, write_synthetic_run
 from tests.debug.viewer_data import SAMPLES, UNIQUE_WORD, DemoRuns, make_result, write_runs
 from weakincentives.debug import (
     ResultFilter,

@@ -42,7 +42,9 @@ __all__ = ["EvalReport"]
 
 
 # Not slotted, so `cached_property` can cache derived values on the frozen instance.
-@dataclass(frozen=True)
+# repr=False: the generated repr prints every result (asyncio.run formats a returned
+# report on exit, which cost tens of MB at 30k results); ours is one line.
+@dataclass(frozen=True, repr=False)
 class EvalReport:
     """Results of an evaluation run, with rates, intervals, comparisons and I/O.
 
@@ -70,6 +72,12 @@ class EvalReport:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", tuple(self.results))
+
+    def __repr__(self) -> str:
+        return (
+            f"EvalReport(run_id={self.run_id!r}, results={len(self.results)}, "
+            f"expected_count={self.expected_count!r})"
+        )
 
     # -- counts ---------------------------------------------------------------------
 
