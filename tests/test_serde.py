@@ -182,3 +182,8 @@ def test_json_schema_describes_required_fields_and_literals() -> None:
     schema = serde.json_schema(Shape)
     assert schema["required"] == ["kind", "points"]
     assert schema["properties"]["kind"]["enum"] == ["line", "polygon"]
+
+
+def test_json_safe_replaces_non_finite_numbers_and_normalizes_containers() -> None:
+    value = {1: (float("nan"), float("inf"), 0.5), "x": [float("-inf"), "ok"]}
+    assert serde.json_safe(value) == {"1": [None, None, 0.5], "x": [None, "ok"]}

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast, overload
 
@@ -26,7 +27,15 @@ import pydantic_core
 
 from weakincentives.errors import SerdeError
 
-__all__ = ["dump", "dumps", "format_validation_error", "json_schema", "load", "loads"]
+__all__ = [
+    "dump",
+    "dumps",
+    "format_validation_error",
+    "json_safe",
+    "json_schema",
+    "load",
+    "loads",
+]
 
 T = TypeVar("T")
 
@@ -117,3 +126,18 @@ def json_schema(tp: type[object] | Any) -> dict[str, Any]:
 
 def _type_name(tp: object) -> str:
     return getattr(tp, "__name__", None) or repr(tp)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as None, tuples as lists and keys as text.
+
+    JSON has no NaN: statistics of tiny samples are NaN, and strict JSON readers (browsers,
+    `jq`) reject the `NaN` token, so exported numbers go through this first.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value

@@ -49,15 +49,7 @@ _TEXTS = ("error_kind", "sample", "q")
 _PAGING = ("sort", "desc", "offset", "limit")
 
 
-def json_safe(value: Any) -> Any:
-    """`value` with NaN and infinities replaced by None, tuples by lists, keys as text."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
+json_safe = serde.json_safe
 
 
 def _safe(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from weakincentives import serde
 from weakincentives.experiment import BASELINE, CONTROL
 
 from . import stats
@@ -88,7 +89,7 @@ def report_to_dict(report: EvalReport, *, baseline: str | None = None) -> dict[s
         "baseline": chosen,
         "comparisons": {name: comparison_block(c) for name, c in comparisons.items()},
     }
-    safe: dict[str, Any] = _json_safe(data)
+    safe: dict[str, Any] = serde.json_safe(data)
     return safe
 
 
@@ -195,13 +196,3 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
 
 def _pair(interval: stats.Interval) -> list[float]:
     return [interval.low, interval.high]
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
