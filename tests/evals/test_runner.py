@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from tests.helpers import calculator_model, calculator_tool
@@ -26,6 +27,7 @@ from weakincentives.evals import (
     EvalResult,
     Experiment,
     Metric,
+    RunStore,
     Sample,
     Score,
     Trajectory,
@@ -191,6 +193,59 @@ def test_max_concurrent_bounds_samples_in_flight(make: Callable[[Gauge], Any]) -
     assert report.pass_rate == 1.0
     assert gauge.calls == 40
     assert gauge.peak == 4
+
+
+def test_sync_targets_run_on_long_lived_threads_one_hop_per_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hops = {"n": 0}
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        hops["n"] += 1
+        return await run_sync(*args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+
+    report = run_eval(
+        iter(upper_samples(300)), str.upper, exact_match, max_concurrent=3, store=tmp_path
+    )
+
+    assert report.total == 300 and report.pass_rate == 1.0
+    assert sorted(keys(report)) == sorted((f"s{i}", "baseline", 0) for i in range(300))
+    assert hops["n"] == 3  # each worker thread loops over the shared samples
+
+
+def test_cancelling_stops_the_worker_threads(tmp_path: Path) -> None:
+    started = threading.Event()
+    calls = {"n": 0}
+
+    def fn(question: str) -> str:
+        calls["n"] += 1
+        started.set()
+        threading.Event().wait(0.002)
+        return question.upper()
+
+    async def main() -> None:
+        with anyio.move_on_after(5) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(
+                    evaluate, upper_samples(10_000), fn, exact_match, store=tmp_path,
+                    run_id="cut", max_concurrent=2,
+                ))  # fmt: skip
+                await anyio.to_thread.run_sync(started.wait)
+                tg.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+
+    anyio.run(main)
+    threading.Event().wait(0.05)  # an abandoned thread finishes its sample, then stops
+    stopped_at = calls["n"]
+    threading.Event().wait(0.05)
+
+    assert calls["n"] == stopped_at < 10_000
+    run = RunStore(tmp_path).open("cut")
+    assert run.status == "interrupted"
+    assert run.counts.results <= stopped_at
 
 
 def test_judge_concurrency_bounds_evaluator_calls() -> None:

@@ -10,11 +10,13 @@ import dataclasses
 import functools
 import hashlib
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
@@ -23,8 +25,9 @@ from weakincentives.runtime.session import TokenUsage
 
 from ._dataset import Dataset, _canonical
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
+from ._execute import SampleOutcome
 from ._fingerprint import Fingerprint
-from ._progress import ProgressSink
+from ._progress import NullProgress, ProgressSink
 from ._report import EvalReport
 from ._run import RunHandle, RunStatus, write_manifest
 from ._store import RunStore
@@ -116,6 +119,8 @@ class LocalRun:
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
         self.results: list[EvalResult] = []
         self._clock = clock
+        self._stopped = False
+        self._pull_lock = threading.Lock()
 
     @property
     def planned(self) -> int | None:
@@ -160,10 +165,14 @@ class LocalRun:
             self.progress.start(self.planned, done=len(self.earlier))
             limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
             work = self._work()
+            blocking = self._blocking_call()
             try:
                 async with anyio.create_task_group() as tg:
                     for _ in range(self.settings.max_concurrent):
-                        tg.start_soon(self._worker, work, limiter)
+                        if blocking is None:
+                            tg.start_soon(self._worker, work, limiter)
+                        else:
+                            tg.start_soon(self._thread, blocking, work, limiter)
             except BaseExceptionGroup as group:
                 # Samples never raise (failures are results), so this is one broken
                 # piece of configuration (dataset, store, progress sink) or a cancel:
@@ -173,6 +182,7 @@ class LocalRun:
                 raise
             status = "complete"
         finally:
+            self._stopped = True  # worker threads left behind by a cancel take no more work
             self.progress.finish()
             if self.handle is not None:
                 self.handle.finish(status)
@@ -190,6 +200,51 @@ class LocalRun:
                     if done and (sample.id, experiment.name, epoch) in done:
                         continue
                     yield EvalRequest(sample, experiment, epoch=epoch, run_id=self.run_id)
+
+    def _blocking_call(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
+        """The target's blocking call, when whole samples can run in long-lived threads.
+
+        That needs a target that runs entirely in a thread, no per-sample timeout (a
+        timed-out sample abandons its thread), no environments (their factory may be
+        async) and no progress sink (sinks are called on the event loop, each result
+        before the next is recorded).
+        """
+        if (
+            self.settings.timeout is not None
+            or self.environment_factory is not None
+            or not isinstance(self.progress, NullProgress)
+        ):
+            return None
+        return self.target.blocking
+
+    async def _thread(
+        self,
+        call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
+        work: Iterator[EvalRequest[Any, Any]],
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        # One hop per worker, not per sample: the thread loops over the shared work.
+        loop = functools.partial(self._thread_loop, call, work)
+        await anyio.to_thread.run_sync(loop, abandon_on_cancel=True, limiter=limiter)
+
+    def _thread_loop(
+        self,
+        call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
+        work: Iterator[EvalRequest[Any, Any]],
+    ) -> None:
+        handle, results = self.handle, self.results
+        while not self._stopped:
+            with self._pull_lock:  # a generator cannot be advanced by two threads at once
+                request = next(work, None)
+            if request is None:
+                return
+            result = call(request).result
+            if self._stopped:
+                return  # cancelled meanwhile: the late result is discarded
+            if handle is not None:
+                handle.append(result)  # thread-safe
+                result = slim(result)
+            results.append(result)
 
     async def _worker(
         self, work: Iterator[EvalRequest[Any, Any]], limiter: anyio.CapacityLimiter

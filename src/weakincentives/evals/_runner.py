@@ -20,6 +20,12 @@ O(concurrency) memory besides the results. Of the results, the report keeps what
 - without a store, the report keeps the results as recorded (`record_transcript=False`
   keeps them small).
 
+**Threads.** A sync target (an `AgentLoop`, a sync function) runs in worker threads.
+Without `timeout`, `environment_factory` and `progress`, each of the `max_concurrent`
+threads loops over the shared work itself, appending to the run store as it goes (one
+thread hop per worker); otherwise each sample is one hop from a worker task, so a
+sample can be timed out, get its environment, and be reported before the next one.
+
 **Store, fingerprint, resume.** With `store=`, the run is created with a `Fingerprint`
 (dataset sha256, experiments, evaluator and target names, epochs, package version, git
 commit, `fingerprint_extra`). `resume=run_id` reopens it: a changed fingerprint is refused

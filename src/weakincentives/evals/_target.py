@@ -6,6 +6,10 @@ same way whatever the target:
 - an `AgentLoop` runs in a worker thread (`anyio.to_thread.run_sync` under the run's
   `CapacityLimiter`), its sync API unchanged;
 - a sync function is wrapped in a `FunctionLoop` and runs the same way;
+- both also offer `blocking`, the whole sample as one blocking call: when a run has no
+  timeout, environments nor progress sink, `LocalRun` starts `max_concurrent` long-lived
+  threads that each loop over the shared work with it (one thread hop per worker, not
+  per sample);
 - an `async def` function is awaited on the event loop itself (no thread while it waits),
   recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
   scored by `execute_sample` in a worker thread (evaluators are sync and may call a judge).
@@ -89,6 +93,14 @@ class SampleTarget(Protocol):
         """Execute and score `request`, with `env` when the run has environments."""
         ...
 
+    @property
+    def blocking(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
+        """The whole sample as one blocking call without environment, or None.
+
+        None when part of the sample runs on the event loop (an async function).
+        """
+        ...
+
 
 def make_target(
     target: object,
@@ -143,6 +155,10 @@ class _LoopTarget:
     def identity(self) -> str:
         return self._identity
 
+    @property
+    def blocking(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome]:
+        return functools.partial(self._execute, env=None)
+
     async def run(
         self,
         request: EvalRequest[Any, Any],
@@ -184,6 +200,10 @@ class _AsyncFunctionTarget:
     @property
     def identity(self) -> str:
         return self._identity
+
+    @property
+    def blocking(self) -> None:
+        return None  # the function is awaited on the event loop
 
     async def run(
         self,
