@@ -33,11 +33,9 @@ from typing import Any
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError
-from weakincentives.evals import RunStore
+from weakincentives.evals import MANIFEST_FILE, RESULTS_FILE, RunStore
 
 __all__ = [
-    "MANIFEST_FILE",
-    "RESULTS_FILE",
     "RUN_TABLES",
     "RunSource",
     "RunTables",
@@ -46,11 +44,6 @@ __all__ = [
     "is_run_dir",
 ]
 
-# The run store's file names (kept in step with weakincentives.evals._runfile).
-RESULTS_FILE = "results.jsonl"
-"""Results of a run, one JSON object per line."""
-MANIFEST_FILE = "run.json"
-"""Manifest of a run."""
 
 _MAX_LISTED = 3
 

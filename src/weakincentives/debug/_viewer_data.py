@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError, ViewerError
-from weakincentives.evals import EvalReport, RunStore, compare_results
+from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_results
 
 from ._html_report import render_html_report
 from ._viewer_index import ResultIndex
@@ -101,7 +101,7 @@ class ViewerData:
             ViewerError: `target` is none of the accepted kinds, or cannot be read.
         """
         path = Path(target)
-        if path.name == "results.jsonl":
+        if path.name == RESULTS_FILE:
             path = path.parent
         if path.is_file():
             try:
@@ -316,9 +316,9 @@ class ViewerData:
 
 
 def _run_dirs(path: Path) -> list[Path]:
-    if (path / "results.jsonl").is_file():
+    if (path / RESULTS_FILE).is_file():
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "results.jsonl").is_file())
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / RESULTS_FILE).is_file())
 
 
 def _find_bundle(path: Path, run_dir: Path) -> Path | None:

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
-from weakincentives.evals import EvalResult, Score
+from weakincentives.evals import RESULTS_FILE, EvalResult, Score
 from weakincentives.runtime.session import TokenUsage
 
 from ._viewer_types import (
@@ -133,7 +133,7 @@ class ResultIndex:
                 self._finished = True
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
-        path = run_dir / "results.jsonl"
+        path = run_dir / RESULTS_FILE
         seen: dict[tuple[str, str, int], int] = {}
         rows: list[tuple[Any, ...]] = []
         metas: list[tuple[int, str, str]] = []
@@ -283,7 +283,7 @@ class ResultIndex:
             return None
         sample_id, experiment, epoch, line, offset, length = found
         return _Located(
-            run.path / "results.jsonl", offset, length, line, (sample_id, experiment, epoch)
+            run.path / RESULTS_FILE, offset, length, line, (sample_id, experiment, epoch)
         )
 
     def experiments(self, run_id: str) -> dict[str, int]:

@@ -74,7 +74,7 @@ from ._render import render_report
 from ._report import EvalReport
 from ._report_io import REPORT_FORMAT, REPORT_VERSION
 from ._run import RunCounts, RunHandle, RunManifest, RunStatus
-from ._runfile import iter_results, latest_results
+from ._runfile import MANIFEST_FILE, RESULTS_FILE, iter_results, latest_results
 from ._runner import DatasetSource, EvalTarget, EvaluateOptions, evaluate, run_eval
 from ._session_evaluators import (
     all_tools_succeeded,
@@ -106,11 +106,13 @@ __all__ = [
     "CONTROL",
     "ERROR_KINDS",
     "JUDGE_TEMPLATE",
+    "MANIFEST_FILE",
     "PAIRWISE_TEMPLATE",
     "PASSING_RATINGS",
     "RATING_VALUES",
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "RESULTS_FILE",
     "TRANSIENT_ERRORS",
     "CallbackProgress",
     "Dataset",

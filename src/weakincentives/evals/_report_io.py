@@ -27,6 +27,7 @@ from typing import Any
 from weakincentives import serde
 from weakincentives.errors import InvalidReportError, SerdeError
 
+from ._runfile import MANIFEST_FILE, RESULTS_FILE
 from ._types import EvalResult
 
 __all__ = [
@@ -43,8 +44,6 @@ REPORT_FORMAT = "weakincentives.eval_report"
 REPORT_VERSION = 1
 """The report format version this code writes and reads."""
 
-RESULTS_FILE = "results.jsonl"
-MANIFEST_FILE = "run.json"
 REPORT_FILE = "report.jsonl"
 
 StrPath = str | os.PathLike[str]
