@@ -41,8 +41,6 @@ from weakincentives.debug._readonly import (
     tables_read,
 )
 from weakincentives.debug._run_tables import (
-    MANIFEST_FILE,
-    RESULTS_FILE,
     RUN_TABLES,
     RunSource,
     RunTables,
@@ -51,6 +49,7 @@ from weakincentives.debug._run_tables import (
 )
 from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
 from weakincentives.errors import BundleError, QueryError
+from weakincentives.evals import MANIFEST_FILE, RESULTS_FILE
 
 __all__ = [
     "BUNDLE_EXAMPLES",
