@@ -24,7 +24,6 @@ from weakincentives.evals import (
     CallbackProgress,
     Dataset,
     EvalReport,
-    EvalResult,
     Experiment,
     Metric,
     RunStore,
@@ -195,25 +194,47 @@ def test_max_concurrent_bounds_samples_in_flight(make: Callable[[Gauge], Any]) -
     assert gauge.peak == 4
 
 
-def test_sync_targets_run_on_long_lived_threads_one_hop_per_slot(
+def test_sync_targets_run_on_long_lived_threads_one_hop_per_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hops = {"n": 0}
     run_sync = anyio.to_thread.run_sync
+    threads: set[int] = set()
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         hops["n"] += 1
         return await run_sync(*args, **kwargs)
 
+    def upper(text: str) -> str:
+        threads.add(threading.get_ident())
+        return text.upper()
+
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
 
     report = run_eval(
-        iter(upper_samples(300)), str.upper, exact_match, max_concurrent=3, store=tmp_path
+        iter(upper_samples(300)), upper, exact_match, max_concurrent=3, store=tmp_path
     )
 
     assert report.total == 300 and report.pass_rate == 1.0
     assert sorted(keys(report)) == sorted((f"s{i}", "baseline", 0) for i in range(300))
-    assert hops["n"] == 3  # each worker thread loops over the shared samples
+    # Three slot threads loop over the shared samples; the event loop waits in one hop.
+    assert hops["n"] == 1
+    assert 1 <= len(threads) <= 3
+    assert threading.main_thread().ident not in threads
+
+
+def test_progress_from_slot_threads_arrives_in_order_on_the_event_loop(tmp_path: Path) -> None:
+    seen: list[tuple[str, int | None]] = []
+    loop_thread = threading.get_ident()
+
+    report = run_eval(
+        upper_samples(250), str.upper, exact_match, max_concurrent=4, store=tmp_path,
+        progress=lambda r: seen.append((r.sample_id, threading.get_ident())),
+    )  # fmt: skip
+
+    assert [sample_id for sample_id, _ in seen] == [r.sample_id for r in report.results]
+    assert len(seen) == 250
+    assert {ident for _, ident in seen} == {loop_thread}
 
 
 def test_cancelling_stops_the_worker_threads(tmp_path: Path) -> None:
@@ -290,15 +311,18 @@ def test_streamed_generator_is_pulled_lazily_with_bounded_memory() -> None:
             state["ahead"] = max(state["ahead"], state["pulled"] - state["done"])
             yield Sample(id=f"s{i}", input=f"{i:0{width}d}", expected=str(i))
 
-    def advance(result: EvalResult) -> None:
-        state["done"] += 1
+    lock = threading.Lock()
+
+    def task(text: str) -> str:
+        with lock:  # counted inside the sample: one more is no longer in flight
+            state["done"] += 1
+        return str(int(text))
 
     tracemalloc.start()
     try:
         report = run_eval(
-            samples(), lambda text: str(int(text)), exact_match, max_concurrent=limit,
-            progress=advance, record_transcript=False,
-        )  # fmt: skip
+            samples(), task, exact_match, max_concurrent=limit, record_transcript=False
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

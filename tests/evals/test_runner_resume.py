@@ -34,22 +34,33 @@ def samples(n: int = N, *, offset: int = 0) -> list[Sample[str, str]]:
 class Counting:
     """A task function that records every input it is called with."""
 
-    def __init__(self, fail: Callable[[str], bool] = lambda q: False) -> None:
+    def __init__(
+        self, fail: Callable[[str], bool] = lambda q: False, *, hold_after: int | None = None
+    ) -> None:
         self.calls: list[str] = []
         self._lock = threading.Lock()
         self._fail = fail
+        self._hold_after = hold_after
+        self.gate = threading.Event()
+        """Calls after the first `hold_after` wait for this before they answer."""
 
     def __call__(self, question: str) -> str:
         with self._lock:
             self.calls.append(question)
+            hold = self._hold_after is not None and len(self.calls) > self._hold_after
+        if hold:
+            self.gate.wait(10)
         if self._fail(question):
             raise RuntimeError(f"cannot answer {question}")
         return question.upper()
 
 
 def interrupted_run(store: RunStore, after: int, **options: Any) -> Counting:
-    """Run `samples()` under run id "r1" and cancel it once `after` results are in."""
-    target = Counting(options.pop("fail", lambda q: False))
+    """Run `samples()` under run id "r1" and cancel it once `after` results are in.
+
+    Calls after the first `after` hold until the cancel, so the run is cut mid-way.
+    """
+    target = Counting(options.pop("fail", lambda q: False), hold_after=after)
 
     async def main() -> None:
         with anyio.CancelScope() as scope:
@@ -62,6 +73,7 @@ def interrupted_run(store: RunStore, after: int, **options: Any) -> Counting:
                 options.pop("dataset", samples()), target, exact_match, store=store,
                 run_id="r1", max_concurrent=2, progress=progress, **options,
             )  # fmt: skip
+        target.gate.set()  # the held samples end now; the cancelled run drops their results
 
     anyio.run(main)
     return target
@@ -201,14 +213,16 @@ def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path) -> None:
         if count["n"] == 3:
             signal.raise_signal(signal.SIGINT)  # what Ctrl-C does: asyncio cancels the run
 
+    target = Counting(hold_after=3)  # the 4th sample waits until after the interrupt
     with pytest.raises(KeyboardInterrupt):
         run_eval(
-            samples(), str.upper, exact_match, store=store, run_id="r1", progress=progress,
+            samples(), target, exact_match, store=store, run_id="r1", progress=progress,
             max_concurrent=1,
         )  # fmt: skip
+    target.gate.set()
 
     run = store.open("r1")
     assert run.status == "interrupted"
     assert run.counts.results == 3
-    report: EvalReport = run_eval(samples(), str.upper, exact_match, store=store, resume="r1")
+    report: EvalReport = run_eval(samples(), Counting(), exact_match, store=store, resume="r1")
     assert report.total == N and report.config["skipped"] == 3

@@ -93,9 +93,18 @@ def test_trio_timeout_abandons_the_stuck_thread() -> None:
 def test_trio_cancellation_marks_the_stored_run_interrupted(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
     seen: list[EvalResult] = []
+    gate, calls, lock = threading.Event(), [0], threading.Lock()
 
     def score(output: str, expected: str) -> Score:
         return exact_match(output, expected)
+
+    def held(question: str) -> str:
+        with lock:
+            calls[0] += 1
+            hold = calls[0] > 3
+        if hold:  # samples after the third wait until the run was cancelled
+            gate.wait(10)
+        return calc(question)
 
     async def main() -> None:
         with trio.CancelScope() as scope:
@@ -106,12 +115,13 @@ def test_trio_cancellation_marks_the_stored_run_interrupted(tmp_path: Path) -> N
                     scope.cancel()
 
             await evaluate(
-                samples(50), calc, score, store=store, run_id="cut",
+                samples(50), held, score, store=store, run_id="cut",
                 max_concurrent=2, progress=progress,
             )  # fmt: skip
         assert scope.cancelled_caught
 
     trio.run(main)
+    gate.set()
 
     run = store.open("cut")
     assert run.status == "interrupted"

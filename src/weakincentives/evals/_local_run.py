@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -22,6 +23,7 @@ from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.session import TokenUsage
+from weakincentives.runtime.threads import WorkerThreads
 
 from ._dataset import Dataset, _canonical
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
@@ -50,6 +52,10 @@ DatasetSource = Iterable[Sample[Any, Any]]
 UNHASHED_STREAM = "unhashed-stream"
 """`Fingerprint.dataset_sha256` of a streamed run until its hash is known (see resume)."""
 
+PROGRESS_INTERVAL = 0.1
+"""Seconds between progress updates when samples run in long-lived threads."""
+
+_JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _NO_USAGE = TokenUsage()
 
@@ -121,6 +127,8 @@ class LocalRun:
         self._clock = clock
         self._stopped = False
         self._pull_lock = threading.Lock()
+        self._failure: BaseException | None = None  # what broke a slot thread
+        self._reported = 0  # results handed to the progress sink (thread slots)
 
     @property
     def planned(self) -> int | None:
@@ -163,16 +171,12 @@ class LocalRun:
         status: RunStatus = "interrupted"
         try:
             self.progress.start(self.planned, done=len(self.earlier))
-            limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
-            work = self._work()
             blocking = self._blocking_call()
             try:
-                async with anyio.create_task_group() as tg:
-                    for _ in range(self.settings.max_concurrent):
-                        if blocking is None:
-                            tg.start_soon(self._worker, work, limiter)
-                        else:
-                            tg.start_soon(self._thread, blocking, work, limiter)
+                if blocking is None:
+                    await self._run_tasks()
+                else:
+                    await self._run_threads(blocking)
             except BaseExceptionGroup as group:
                 # Samples never raise (failures are results), so this is one broken
                 # piece of configuration (dataset, store, progress sink) or a cancel:
@@ -188,6 +192,14 @@ class LocalRun:
                 self.handle.finish(status)
         if self.handle is not None and self.source.hashed_as_read is not None:
             self._record_stream_hash(self.source.hashed_as_read)
+
+    async def _run_tasks(self) -> None:
+        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
+        limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
+        work = self._work()
+        async with anyio.create_task_group() as tg:
+            for _ in range(self.settings.max_concurrent):
+                tg.start_soon(self._worker, work, limiter)
 
     def _work(self) -> Iterator[EvalRequest[Any, Any]]:
         # One generator shared by every worker task. `next()` on it never awaits, so the
@@ -205,27 +217,62 @@ class LocalRun:
         """The target's blocking call, when whole samples can run in long-lived threads.
 
         That needs a target that runs entirely in a thread, no per-sample timeout (a
-        timed-out sample abandons its thread), no environments (their factory may be
-        async) and no progress sink (sinks are called on the event loop, each result
-        before the next is recorded).
+        timed-out sample abandons its thread) and no environments (their factory may
+        be async).
         """
-        if (
-            self.settings.timeout is not None
-            or self.environment_factory is not None
-            or not isinstance(self.progress, NullProgress)
-        ):
+        if self.settings.timeout is not None or self.environment_factory is not None:
             return None
         return self.target.blocking
 
-    async def _thread(
-        self,
-        call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
-        work: Iterator[EvalRequest[Any, Any]],
-        limiter: anyio.CapacityLimiter,
-    ) -> None:
-        # One hop per worker, not per sample: the thread loops over the shared work.
-        loop = functools.partial(self._thread_loop, call, work)
-        await anyio.to_thread.run_sync(loop, abandon_on_cancel=True, limiter=limiter)
+    async def _run_threads(self, call: Callable[[EvalRequest[Any, Any]], SampleOutcome]) -> None:
+        """`max_concurrent` long-lived threads, each looping over the shared work.
+
+        One thread start per slot, none per sample: the threads take requests, run
+        them and append the results themselves. The event loop only waits (in one
+        helper thread) and, with a progress sink, hands it the new results every
+        `PROGRESS_INTERVAL` seconds, in order, from the event loop's thread.
+        """
+        work = self._work()
+        pool = WorkerThreads(self.settings.max_concurrent, name="wink-eval")
+        context = contextvars.copy_context()
+        for _ in range(self.settings.max_concurrent):
+            # Each slot in its own copy of the caller's context, like a to_thread call.
+            slot = functools.partial(self._thread_loop, call, work)
+            pool.submit(functools.partial(context.copy().run, slot))
+        finished = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                if not isinstance(self.progress, NullProgress):
+                    tg.start_soon(self._forward_progress, finished)
+                try:
+                    await anyio.to_thread.run_sync(self._wait, pool, abandon_on_cancel=True)
+                finally:
+                    finished.set()
+        finally:
+            self._stopped = True  # on a cancel, the slots stop after their current sample
+            pool.shutdown(wait=False)
+            self._advance_progress()
+        if self._failure is not None:
+            raise self._failure
+
+    def _wait(self, pool: WorkerThreads) -> None:
+        # Returns when the slots are done, or soon after a cancel (`_stopped`): a hung
+        # agent must not keep this helper thread, and so the process, alive.
+        while not pool.join(timeout=_JOIN_POLL) and not self._stopped:
+            pass
+
+    async def _forward_progress(self, finished: anyio.Event) -> None:
+        while not finished.is_set():
+            with anyio.move_on_after(PROGRESS_INTERVAL):
+                await finished.wait()
+            self._advance_progress()
+
+    def _advance_progress(self) -> None:
+        """Give the progress sink the results recorded since the last call."""
+        end = len(self.results)
+        for index in range(self._reported, end):
+            self.progress.advance(self.results[index])
+        self._reported = end
 
     def _thread_loop(
         self,
@@ -233,18 +280,23 @@ class LocalRun:
         work: Iterator[EvalRequest[Any, Any]],
     ) -> None:
         handle, results = self.handle, self.results
-        while not self._stopped:
-            with self._pull_lock:  # a generator cannot be advanced by two threads at once
-                request = next(work, None)
-            if request is None:
-                return
-            result = call(request).result
-            if self._stopped:
-                return  # cancelled meanwhile: the late result is discarded
-            if handle is not None:
-                handle.append(result)  # thread-safe
-                result = slim(result)
-            results.append(result)
+        try:
+            while not self._stopped:
+                with self._pull_lock:  # a generator cannot be advanced by two threads at once
+                    request = next(work, None)
+                if request is None:
+                    return
+                result = call(request).result
+                if self._stopped:
+                    return  # cancelled meanwhile: the late result is discarded
+                if handle is not None:
+                    handle.append(result)  # thread-safe
+                    result = slim(result)
+                results.append(result)
+        except BaseException as exc:  # the dataset or the store broke: end the run with it
+            if self._failure is None:
+                self._failure = exc
+            self._stopped = True
 
     async def _worker(
         self, work: Iterator[EvalRequest[Any, Any]], limiter: anyio.CapacityLimiter

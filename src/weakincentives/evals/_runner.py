@@ -21,10 +21,11 @@ O(concurrency) memory besides the results. Of the results, the report keeps what
   keeps them small).
 
 **Threads.** A sync target (an `AgentLoop`, a sync function) runs in worker threads.
-Without `timeout`, `environment_factory` and `progress`, each of the `max_concurrent`
-threads loops over the shared work itself, appending to the run store as it goes (one
-thread hop per worker); otherwise each sample is one hop from a worker task, so a
-sample can be timed out, get its environment, and be reported before the next one.
+Without `timeout` and `environment_factory`, `max_concurrent` long-lived threads
+(`runtime.WorkerThreads`, started without a handshake) each loop over the shared work,
+appending to the run store as they go, and the progress sink gets the new results from
+the event loop every `PROGRESS_INTERVAL` seconds; otherwise each sample is one hop from
+a worker task, so a sample can be timed out and get its environment.
 
 **Store, fingerprint, resume.** With `store=`, the run is created with a `Fingerprint`
 (dataset sha256, experiments, evaluator and target names, epochs, package version, git

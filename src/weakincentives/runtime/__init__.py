@@ -26,6 +26,7 @@ from weakincentives.runtime.session import (
     ToolInvoked,
     ToolResult,
 )
+from weakincentives.runtime.threads import WorkerThreads
 from weakincentives.runtime.worker import MailboxWorker, WorkerStats
 
 if TYPE_CHECKING:
@@ -74,4 +75,5 @@ __all__ = [
     "ToolResult",
     "WorkerHeartbeat",
     "WorkerStats",
+    "WorkerThreads",
 ]

@@ -11,10 +11,10 @@ results by request id).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
@@ -35,6 +35,7 @@ from weakincentives.runtime.mailbox import (
     Message,
     check_timeout,
 )
+from weakincentives.runtime.threads import WorkerThreads
 
 __all__ = ["MailboxWorker", "WorkerStats"]
 
@@ -242,7 +243,7 @@ class MailboxWorker(Generic[T, R]):
                 raise ConfigurationError(f"{self._name} is already running")
             self._running = True
         self._beat()
-        pool = ThreadPoolExecutor(self._max_concurrent, thread_name_prefix=self._name)
+        pool = WorkerThreads(self._max_concurrent, name=self._name)
         try:
             self._loop(requests, pool, max_iterations, until_drained, wait, visibility)
         finally:
@@ -252,12 +253,12 @@ class MailboxWorker(Generic[T, R]):
                 self._running = False
                 self._stop.clear()
                 self._cond.notify_all()
-            pool.shutdown(wait=False)
+            pool.shutdown(wait=False)  # idle threads exit; abandoned handlers run on
 
     def _loop(
         self,
         requests: Mailbox[T, R],
-        pool: ThreadPoolExecutor,
+        pool: WorkerThreads,
         max_iterations: int | None,
         until_drained: bool,
         wait: float,
@@ -327,7 +328,7 @@ class MailboxWorker(Generic[T, R]):
             self._cond.wait(_POLL_SLICE)
             return False
 
-    def _dispatch(self, pool: ThreadPoolExecutor, messages: Sequence[Message[T, R]]) -> None:
+    def _dispatch(self, pool: WorkerThreads, messages: Sequence[Message[T, R]]) -> None:
         self._count("received", len(messages))
         for index, message in enumerate(messages):
             if self._stop.is_set():
@@ -338,7 +339,7 @@ class MailboxWorker(Generic[T, R]):
             delivery = self._delivery(message)
             with self._cond:
                 self._inflight[message.receipt_handle] = delivery
-            pool.submit(self._process, delivery)
+            pool.submit(functools.partial(self._process, delivery))
 
     def _delivery(self, message: Message[T, R]) -> _Delivery:
         lease = None
