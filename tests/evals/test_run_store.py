@@ -332,6 +332,28 @@ def test_a_failed_write_leaves_no_partial_line(
     assert run.completed_keys() == {("s1", "baseline", 0), ("s3", "baseline", 0)}
 
 
+def test_a_short_write_drops_its_cut_line_and_appends_go_on(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = store.create(make_fingerprint())
+    run.append(make_result("s1"))
+    real_write = os.write
+
+    def full_mid_line(fd: int, data: Any) -> int:
+        if b'"s2"' in bytes(data):
+            return real_write(fd, bytes(data)[:25])  # the disk filled up after 25 bytes
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_mid_line)
+    with pytest.raises(RunStoreError, match=r"only 25 of \d+ bytes were written"):
+        run.append(make_result("s2"))
+    assert run.results_path.read_bytes().endswith(b"\n")
+    run.append(make_result("s3"))
+    run.finish()
+    assert [r.sample_id for r in iter_results(run.path)] == ["s1", "s3"]
+    assert run.counts.results == 2
+
+
 def test_a_sigkilled_writer_leaves_a_readable_resumable_run(tmp_path: Path) -> None:
     script = """
 import sys

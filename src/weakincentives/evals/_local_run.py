@@ -56,6 +56,7 @@ PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
+_Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _NO_USAGE = TokenUsage()
 
@@ -201,17 +202,23 @@ class LocalRun:
             for _ in range(self.settings.max_concurrent):
                 tg.start_soon(self._worker, work, limiter)
 
-    def _work(self) -> Iterator[EvalRequest[Any, Any]]:
+    def _work(self) -> Iterator[_Work]:
         # One generator shared by every worker task. `next()` on it never awaits, so the
         # tasks cannot interleave inside it; the sample-major order keeps the experiments
-        # and epochs of one sample together.
+        # and epochs of one sample together. It yields what to run, not the request:
+        # slot threads pull under a lock, and a request's uuid4 (an os.urandom call that
+        # releases the GIL) is made after the lock is let go.
         experiments, epochs, done = self.settings.experiments, self.settings.epochs, self.done
         for sample in self.source:
             for experiment in experiments:
                 for epoch in range(epochs):
                     if done and (sample.id, experiment.name, epoch) in done:
                         continue
-                    yield EvalRequest(sample, experiment, epoch=epoch, run_id=self.run_id)
+                    yield sample, experiment, epoch
+
+    def _request(self, item: _Work) -> EvalRequest[Any, Any]:
+        sample, experiment, epoch = item
+        return EvalRequest(sample, experiment, epoch=epoch, run_id=self.run_id)
 
     def _blocking_call(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
         """The target's blocking call, when whole samples can run in long-lived threads.
@@ -277,16 +284,16 @@ class LocalRun:
     def _thread_loop(
         self,
         call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
-        work: Iterator[EvalRequest[Any, Any]],
+        work: Iterator[_Work],
     ) -> None:
         handle, results = self.handle, self.results
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
-                    request = next(work, None)
-                if request is None:
+                    item = next(work, None)
+                if item is None:
                     return
-                result = call(request).result
+                result = call(self._request(item)).result
                 if self._stopped:
                     return  # cancelled meanwhile: the late result is discarded
                 if handle is not None:
@@ -298,11 +305,9 @@ class LocalRun:
                 self._failure = exc
             self._stopped = True
 
-    async def _worker(
-        self, work: Iterator[EvalRequest[Any, Any]], limiter: anyio.CapacityLimiter
-    ) -> None:
-        for request in work:
-            result = await self._run_one(request, limiter)
+    async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
+        for item in work:
+            result = await self._run_one(self._request(item), limiter)
             if self.handle is not None:
                 self.handle.append(result)
                 result = slim(result)
@@ -394,19 +399,20 @@ def slim(result: EvalResult) -> EvalResult:
     (scores, metrics, errors and their reasons, latency, usage, metadata, environment).
     Empty metadata and zero usage are shared objects.
     """
-    score = result.score
-    if result.error is None and score.passed and not score.metrics and score.reason:
+    score, error, usage = result.score, result.error, result.usage
+    if error is None and score.passed and not score.metrics and score.reason:
         score = _passed_score(score.value)
-    return dataclasses.replace(
-        result,
-        score=score,
-        messages=(),
-        tool_calls=(),
-        output=None,
-        request_id=None,
-        metadata=result.metadata or _EMPTY,
-        usage=_NO_USAGE if result.usage == _NO_USAGE else result.usage,
-    )
+    # One constructor call, not `dataclasses.replace` (which reads every field through
+    # `dataclasses.fields` first): this runs per result. The dropped fields are left to
+    # their defaults; tests check that every other field is carried over.
+    return EvalResult(
+        sample_id=result.sample_id, experiment_name=result.experiment_name, score=score,
+        latency_ms=result.latency_ms, error=error, bundle_path=result.bundle_path,
+        error_kind=result.error_kind, epoch=result.epoch, run_id=result.run_id,
+        usage=_NO_USAGE if usage is _NO_USAGE or usage == _NO_USAGE else usage,
+        metadata=result.metadata or _EMPTY, delivery_count=result.delivery_count,
+        environment=result.environment,
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)

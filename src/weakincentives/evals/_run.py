@@ -127,10 +127,11 @@ class Tally:
 
     def add(self, result: EvalResult) -> None:
         code = _code(result)
-        old = self.states.get(result.key)
+        key = result.key
+        old = self.states.get(key)
         if old is not None:
             self.by_code[old] -= 1
-        self.states[result.key] = code
+        self.states[key] = code
         self.by_code[code] += 1
 
     def keys(self, *, include_errors: bool) -> set[ResultKey]:
@@ -175,7 +176,11 @@ class RunHandle:
         self._sync_interval = sync_interval
         self._writer_lock = lock
         self._tally = tally or Tally()
-        self._lock = threading.Lock()  # guards the fd, the tally and `_dirty`
+        self._lock = threading.Lock()  # guards the fd, the tally, `_dirty` and `_writers`
+        # Appenders write outside the lock (see `_write`); `finish` waits for them here.
+        self._no_writers = threading.Condition(self._lock)
+        self._writers = 0  # appends between taking the fd and returning
+        self._repairing = False  # a write failed: its cut line is being dropped
         self._sync_lock = threading.Lock()  # one fsync at a time; appenders never wait on it
         self._dirty = False
         self._last_sync = clock.monotonic()
@@ -283,13 +288,27 @@ class RunHandle:
             return
         data = b"".join(serde.dumps(r) + b"\n" for r in stamped)
         with self._lock:
-            self._write(data)
-            for result in stamped:
-                self._tally.add(result)
-            self._dirty = True
-            due = self._sync_interval is not None and (
-                self._clock.monotonic() - self._last_sync >= self._sync_interval
-            )
+            fd = self._open_fd()
+            self._writers += 1
+        failure: RunStoreError | None = None
+        due = False
+        try:
+            failure = self._write(fd, data)
+        finally:
+            with self._lock:
+                self._writers -= 1
+                if not self._writers:
+                    self._no_writers.notify_all()
+                if failure is None:
+                    for result in stamped:
+                        self._tally.add(result)
+                    self._dirty = True
+                    due = self._sync_interval is not None and (
+                        self._clock.monotonic() - self._last_sync >= self._sync_interval
+                    )
+        if failure is not None:
+            self._repair()
+            raise failure
         if due:
             self._sync(blocking=False)
 
@@ -306,6 +325,7 @@ class RunHandle:
         with self._sync_lock, self._lock:
             if self._fd < 0:
                 raise RunStoreError(f"run {self.run_id} is not open for writing here")
+            self._no_writers.wait_for(lambda: not self._writers)  # appends in flight land
             fd, self._fd = self._fd, -1
             counts = self._tally.counts(self._manifest.counts.expected)
         try:
@@ -350,26 +370,72 @@ class RunHandle:
             )
         return result
 
-    def _write(self, data: bytes) -> None:
-        # Called with self._lock held. One write call per batch: a killed process leaves at
-        # worst one cut line at the end, which readers skip and resume truncates.
+    def _open_fd(self) -> int:
+        # Called with self._lock held.
         if self._fd < 0:
             raise RunStoreError(
                 f"run {self.run_id} is not open for writing here; use RunStore.resume to append"
             )
-        start = os.fstat(self._fd).st_size
-        view = memoryview(data)
+        self._no_writers.wait_for(lambda: not self._repairing)
+        return self._fd
+
+    def _write(self, fd: int, data: bytes) -> RunStoreError | None:
+        # One `write` per batch, *not* under self._lock: on an O_APPEND file each write
+        # lands whole at the end (the kernel serializes them), and a Python lock held
+        # across a syscall, which releases the GIL, makes every other appender queue
+        # behind this thread's wait to get the GIL back (with 200 threads that convoy
+        # cost ~10 ms per append). A killed process leaves at worst one cut line at the
+        # end, which readers skip and resume truncates.
+        # Returns the error to raise once this append no longer counts as a writer.
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            written = os.write(fd, data)
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, start)  # never leave half a line for the next append
-            except OSError:
-                _log.exception("cannot roll back a partial write to %s", self.results_path)
-            raise RunStoreError(
+            error = RunStoreError(
                 f"cannot append to {self.results_path}: {exc}; fix the cause and resume the run"
-            ) from exc
+            )
+            error.__cause__ = exc
+            return error
+        if written < len(data):  # the disk filled up mid-line
+            return RunStoreError(
+                f"cannot append to {self.results_path}: only {written} of {len(data)} bytes "
+                "were written (is the disk full?); fix the cause and resume the run"
+            )
+        return None
+
+    def _repair(self) -> None:
+        """After a failed write: let the other appends land, then drop a cut last line.
+
+        New appends wait meanwhile, so the line cut by the failure is the last one (a
+        write racing past a full disk could only put a whole line after it; strict
+        readers then name that corrupt line).
+        """
+        with self._lock:
+            self._repairing = True
+            try:
+                self._no_writers.wait_for(lambda: not self._writers)
+                self._drop_cut_line()
+            finally:
+                self._repairing = False
+                self._no_writers.notify_all()
+
+    def _drop_cut_line(self) -> None:
+        """Truncate `results.jsonl` after its last complete line (never leave half a line)."""
+        try:
+            with self.results_path.open("rb") as f:
+                end = f.seek(0, os.SEEK_END)
+                pos = end
+                while pos > 0:
+                    step = min(pos, 1 << 16)
+                    f.seek(pos - step)
+                    newline = f.read(step).rfind(b"\n")
+                    if newline >= 0:
+                        pos = pos - step + newline + 1
+                        break
+                    pos -= step
+            if pos < end:
+                os.truncate(self.results_path, pos)
+        except OSError:
+            _log.exception("cannot roll back a partial write to %s", self.results_path)
 
     def _sync(self, *, blocking: bool) -> None:
         if not self._sync_lock.acquire(blocking=blocking):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import secrets
 import threading
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -90,6 +90,11 @@ class InMemoryMailbox(Generic[T, R]):
         self._cond = threading.Condition()
         self._closed = False
         self._seq = itertools.count()
+        # Ids and receipt handles are a per-mailbox random prefix plus a counter: unique
+        # without a uuid4 per message, whose os.urandom call releases the GIL and, made
+        # under the mailbox lock, would make every other thread queue behind its return.
+        self._prefix = secrets.token_hex(8)
+        self._handles = itertools.count()
         self._records: dict[str, _Record] = {}
         # Pending messages by (visible-at, send order, id): FIFO among the visible ones.
         self._ready: list[tuple[float, int, str]] = []
@@ -129,15 +134,16 @@ class InMemoryMailbox(Generic[T, R]):
             raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
         with self._cond:
             self._check_open()
+            seq = next(self._seq)
             if self._max_size is not None and len(self._records) >= self._max_size:
                 raise MailboxFullError(
                     f"mailbox {self._name!r} holds its max_size of {self._max_size} "
                     "messages; receive and acknowledge some before sending more",
                 )
             record = _Record(
-                id=str(uuid.uuid4()),
+                id=f"{self._prefix}-{seq}",
                 body=body,
-                seq=next(self._seq),
+                seq=seq,
                 enqueued_at=self._clock.now(),
                 reply_to=reply_to,
             )
@@ -265,7 +271,7 @@ class InMemoryMailbox(Generic[T, R]):
             _, seq, message_id = heapq.heappop(self._ready)
             record = self._records[message_id]
             record.deliveries += 1
-            record.handle = uuid.uuid4().hex
+            record.handle = f"{self._prefix}.{next(self._handles)}"
             record.deadline = now + visibility_timeout
             self._inflight[record.handle] = record
             heapq.heappush(self._expiries, (record.deadline, seq, record.handle))
