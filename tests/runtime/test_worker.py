@@ -381,3 +381,57 @@ def test_jitter_shortens_waits_reproducibly_with_a_seeded_rng() -> None:
 def test_bad_retry_policies_are_rejected(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         RetryPolicy(**kwargs)
+
+
+class RecordingMailbox(InMemoryMailbox[Any, Any]):
+    """Records which thread made each receive; can run a hook on the handlers' receives."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, clock=FakeClock())
+        self.receivers: list[int] = []
+        self.on_refill: Any = None
+        self.runner: threading.Thread | None = None  # the thread that runs the worker
+
+    def receive(self, **kwargs: Any) -> Any:
+        self.receivers.append(threading.get_ident())
+        got = super().receive(**kwargs)
+        if got and self.on_refill is not None and threading.current_thread() is not self.runner:
+            self.on_refill()
+        return got
+
+
+def test_a_handler_thread_takes_the_next_message_itself() -> None:
+    mailbox = RecordingMailbox("requests")
+    for n in range(20):
+        mailbox.send(n)
+    mailbox.runner = threading.current_thread()
+    worker = FnWorker(mailbox, succeed, max_concurrent=2)
+
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    assert sorted(body for body, _ in worker.seen) == list(range(20))
+    assert worker.stats == WorkerStats(received=20, succeeded=20)
+    # The run loop receives the first batch; the handlers' threads pull the rest.
+    by_handlers = [t for t in mailbox.receivers if t != threading.get_ident()]
+    assert len(by_handlers) >= 18
+
+
+def test_a_message_taken_by_a_handler_while_stopping_goes_back_untouched() -> None:
+    mailbox = RecordingMailbox("requests")
+    for body in ("first", "second"):
+        mailbox.send(body)
+    mailbox.runner = threading.current_thread()
+    worker = FnWorker(mailbox, succeed, max_concurrent=1)
+
+    def first_only(message: Message[Any, Any], heartbeat: WorkerHeartbeat) -> None:
+        del message, heartbeat
+        mailbox.on_refill = lambda: worker.shutdown(timeout=0)  # stop as "second" arrives
+
+    worker.fn = first_only
+    worker.run(wait_time_seconds=0)
+
+    assert worker.seen == [("first", 1)]
+    assert worker.stats.returned == 1
+    assert mailbox.approximate_count() == 1  # "second" is back in the queue
+    [again] = mailbox.receive(max_messages=1, wait_time_seconds=0)
+    assert again.body == "second"

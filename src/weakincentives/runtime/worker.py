@@ -153,6 +153,8 @@ class MailboxWorker(Generic[T, R]):
         self._stop = threading.Event()
         self._running = False
         self._inflight: dict[str, _Delivery] = {}
+        # How a pool thread takes its next message itself (set by `run`; None: it doesn't).
+        self._refill: Callable[[], Sequence[Message[T, R]]] | None = None
         self._last_heartbeat: float | None = None
         self._counts = {counter.name: 0 for counter in fields(WorkerStats)}
 
@@ -244,9 +246,15 @@ class MailboxWorker(Generic[T, R]):
             self._running = True
         self._beat()
         pool = WorkerThreads(self._max_concurrent, name=self._name)
+        if max_iterations is None:  # with a receive budget, only this loop receives
+            self._refill = functools.partial(
+                requests.receive, max_messages=1, visibility_timeout=visibility,
+                wait_time_seconds=0,
+            )  # fmt: skip
         try:
             self._loop(requests, pool, max_iterations, until_drained, wait, visibility)
         finally:
+            self._refill = None  # the loop ended: handlers finish what they hold, no more
             with self._cond:
                 # Handlers finish (or a shutdown abandons them) before run() returns.
                 self._cond.wait_for(lambda: not self._inflight)
@@ -350,7 +358,15 @@ class MailboxWorker(Generic[T, R]):
 
     # -- one message -------------------------------------------------------------------
 
-    def _process(self, delivery: _Delivery) -> None:
+    def _process(self, delivery: _Delivery | None) -> None:
+        # A pool thread keeps its slot while the queue has work: after each message it
+        # receives the next one itself (without waiting) instead of handing the slot back
+        # to the receiving thread, which would cost two thread switches per message.
+        while delivery is not None:
+            self._process_one(delivery)
+            delivery = self._next_delivery(delivery)
+
+    def _process_one(self, delivery: _Delivery) -> None:
         message = delivery.message
         try:
             if message.decode_error is not None:
@@ -367,11 +383,30 @@ class MailboxWorker(Generic[T, R]):
                 self._settle(delivery, message.acknowledge)
         except Exception:  # a bug in settling must not kill the pool thread silently
             _log.exception("%s: unexpected error settling message %s", self._name, message.id)
-        finally:
-            self._beat()
-            with self._cond:
-                self._inflight.pop(message.receipt_handle, None)
-                self._cond.notify_all()
+
+    def _next_delivery(self, done: _Delivery) -> _Delivery | None:
+        """Release `done`'s slot, or hand it to the next message when one is waiting."""
+        nxt = None
+        refill = self._refill
+        if refill is not None and not self._stop.is_set():
+            try:
+                got = refill()
+            except MailboxError:
+                got = []  # the receiving thread notices and backs off
+            if got:
+                self._count("received", len(got))
+                nxt = self._delivery(got[0])
+        self._beat()
+        with self._cond:
+            self._inflight.pop(done.message.receipt_handle, None)
+            if nxt is not None and not self._stop.is_set():
+                self._inflight[nxt.message.receipt_handle] = nxt
+            self._cond.notify_all()
+        if nxt is not None and self._stop.is_set():
+            self._settle_quietly(nxt.message, 0.0)  # stopping: back to the queue untouched
+            self._count("returned")
+            return None
+        return nxt
 
     def _on_failure(self, delivery: _Delivery, error: Exception) -> None:
         message = delivery.message
