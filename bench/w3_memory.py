@@ -4,8 +4,10 @@ Each measurement runs one W1 driver once in a fresh interpreter
 (`python -m bench.w3_memory --child DRIVER N`), which prints its peak resident set size
 (`peak_rss_mib`: `VmHWM` on Linux, where `ru_maxrss` is inherited from the parent).
 Imports count in every peak (about the same for all drivers: each child imports the whole
-benchmark), so `growth_bytes_per_sample` is the number to compare:
-`(peak at N - peak at SMALL_N) / (N - SMALL_N)`.
+benchmark; `imports_peak_mib` is that share, measured before any driver runs), so
+`growth_bytes_per_sample` is the number to compare:
+`(peak at N - peak at SMALL_N) / (N - SMALL_N)`. numpy, rich and the viewer are not
+imported by a run (tests/test_lazy_imports.py), so they are not in these peaks.
 
 `python -m bench.w3_memory --child DRIVER N --trace 15` also prints the 15 biggest
 allocation sites (tracemalloc) of the largest heap seen during the run (sampled every
@@ -75,10 +77,15 @@ def peak_rss_mib() -> float:
 
 
 def child(driver: str, n: int, trace: int = 0) -> dict[str, float]:
-    """Run one driver once in this process and report its peak RSS and wall time."""
+    """Run one driver once in this process and report its peak RSS and wall time.
+
+    `imports_mib` is the peak before the driver ran: what importing the benchmark (and
+    so weakincentives) costs.
+    """
+    imports = peak_rss_mib()
     if not trace:
         seconds = run_job(driver, DRIVERS[driver], n=n, concurrency=CONCURRENCY)
-        return {"peak_mib": peak_rss_mib(), "seconds": seconds}
+        return {"peak_mib": peak_rss_mib(), "seconds": seconds, "imports_mib": imports}
     tracemalloc.start(25)
     sampler = _PeakSnapshots()
     sampler.start()
@@ -88,7 +95,13 @@ def child(driver: str, n: int, trace: int = 0) -> dict[str, float]:
         sampler.stop.set()
         sampler.join()
     _print_top(sampler.snapshot, sampler.size, trace)
-    return {"peak_mib": peak_rss_mib(), "seconds": seconds, "traced_mib": sampler.size / 2**20}
+    traced = sampler.size / 2**20
+    return {
+        "peak_mib": peak_rss_mib(),
+        "seconds": seconds,
+        "imports_mib": imports,
+        "traced_mib": traced,
+    }
 
 
 class _PeakSnapshots(threading.Thread):
@@ -140,7 +153,9 @@ def main() -> dict[str, float]:
     metrics: dict[str, float] = {}
     for driver, full_sizes in _SIZES.items():
         sizes = (500,) if quick() else full_sizes
-        base = measure(driver, small)["peak_mib"]
+        first = measure(driver, small)
+        metrics.setdefault("imports_peak_mib", first["imports_mib"])
+        base = first["peak_mib"]
         metrics[f"{driver}_{label(small)}_peak_mib"] = base
         for n in sizes:
             peak = measure(driver, n)["peak_mib"]

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from weakincentives.debug import DEFAULT_HOST, ViewerServer, host_warning
 from weakincentives.errors import ViewerError
 
-__all__ = ["debug_command", "register"]
+__all__ = ["DEFAULT_HOST", "debug_command", "register"]
+
+DEFAULT_HOST = "127.0.0.1"
+"""`weakincentives.debug.DEFAULT_HOST`, spelled out so that `wink` starts without importing
+the viewer (and numpy); a test checks that the two agree."""
 
 
 def debug_command(
@@ -34,6 +36,10 @@ def debug_command(
     ] = False,
 ) -> None:
     """Browse runs, samples, A/B flips and debug bundles in a local web viewer."""
+    from rich.console import Console
+
+    from weakincentives.debug import ViewerServer, host_warning
+
     err = Console(stderr=True, highlight=False)
     warning = host_warning(host)
     if warning is not None:

@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
@@ -35,7 +33,6 @@ from weakincentives.evals import (
 from weakincentives.runtime import AgentLoop
 
 from ._experiments import parse_experiments
-from ._progress import progress_for
 from ._targets import (
     BUILTIN_EVALUATORS,
     combine_evaluators,
@@ -43,6 +40,11 @@ from ._targets import (
     resolve_evaluator,
     resolve_target,
 )
+
+# rich (and `._progress`, built on it) is imported by the functions that print, so that
+# `wink` and `wink worker` start without it.
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["RunPlan", "build_plan", "register"]
 
@@ -59,6 +61,8 @@ _QUERY_EXAMPLE = (
 
 
 def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
+    from rich.console import Console
+
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {error}", highlight=False)
     raise typer.Exit(code)
 
@@ -205,6 +209,10 @@ def _run(
     ] = None,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
+    from rich.console import Console
+
+    from ._progress import progress_for
+
     if run_id is not None and resume is not None:
         _fail("--run-id names a new run and --resume an existing one; give one of them")
     try:
@@ -337,6 +345,8 @@ def _print_run(report: EvalReport, plan: RunPlan, hints: _Hints, *, as_json: boo
         data["run_dir"] = str(hints.runs_dir / run_id)
         typer.echo(json.dumps(data, indent=2))
         return
+    from rich.console import Console
+
     console = Console()
     report.render(console, baseline=baseline)
     console.print(hints.text(run_id), highlight=False, soft_wrap=True)
@@ -399,6 +409,8 @@ def _report(
     runs_dir: RunsDirOption = Path("runs"),
 ) -> None:
     """Print the report of a run (rates with intervals, comparisons, slices)."""
+    from rich.console import Console
+
     loaded = _load(run, runs_dir)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)
@@ -435,6 +447,8 @@ def _slices_json(loaded: EvalReport, key: str) -> dict[str, Any]:
 
 
 def _slice_table(loaded: EvalReport, key: str) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"Pass rate by {key}")
     table.add_column(key)
     names = loaded.experiment_names
@@ -480,6 +494,8 @@ def _compare(
         if as_json:
             typer.echo(json.dumps(merged.to_dict(baseline=base), indent=2))
         else:
+            from rich.console import Console
+
             merged.render(Console(), baseline=base)
     except (WinkError, ValueError) as exc:
         _fail(exc)

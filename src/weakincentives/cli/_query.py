@@ -19,16 +19,17 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from weakincentives.debug import QueryDatabase, QueryResult, TableInfo
 from weakincentives.errors import QueryError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from weakincentives.debug import QueryDatabase, QueryResult, TableInfo
 
 __all__ = ["QueryFormat", "query", "register"]
 
@@ -84,6 +85,12 @@ def query(
     ] = False,
 ) -> None:
     """Run read-only SQL over an eval run, a directory of runs, or a debug bundle."""
+    # rich and the query engine load here, not when `wink` starts.
+    from rich.console import Console
+    from rich.text import Text
+
+    from weakincentives.debug import QueryDatabase
+
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if sql is None and not schema:
         err.print(
@@ -123,6 +130,9 @@ def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
         writer.writerow(result.columns)
         writer.writerows([_csv_cell(v) for v in row] for row in result.rows)
     else:
+        from rich import box
+        from rich.table import Table
+
         table = Table(box=box.SIMPLE_HEAD, highlight=False)
         for name in result.columns:
             table.add_column(name, no_wrap=True, overflow="ellipsis")
@@ -132,6 +142,8 @@ def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     out = Console(highlight=False)
     if not out.is_terminal:
         # Piped or captured: print at natural width instead of squeezing every column
@@ -141,6 +153,8 @@ def _console() -> Console:
 
 
 def _print_count(err: Console, result: QueryResult, shown: int | None, *, explicit: bool) -> None:
+    from rich.text import Text
+
     n = len(result.rows)
     line = f"{n} row{'' if n == 1 else 's'}"
     if result.truncated:
@@ -150,6 +164,8 @@ def _print_count(err: Console, result: QueryResult, shown: int | None, *, explic
 
 
 def _table_cell(value: Any) -> Text:
+    from rich.text import Text
+
     if value is None:
         return Text("NULL", style="dim")
     if isinstance(value, bytes):
@@ -174,6 +190,9 @@ def _csv_cell(value: Any) -> Any:
 
 
 def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     tables = db.tables()
     if fmt is not QueryFormat.TABLE:
         data = {

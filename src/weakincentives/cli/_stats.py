@@ -20,15 +20,15 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from weakincentives.errors import ConfigurationError, InvalidStatisticError
 from weakincentives.evals import stats
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["PowerPlan", "plan_power", "register"]
 
@@ -151,6 +151,9 @@ def _unit(plan: PowerPlan, x: float) -> str:
 
 
 def _render(plan: PowerPlan, console: Console) -> None:
+    from rich import box
+    from rich.table import Table
+
     head = f"alpha {plan.alpha:g} (two-sided), power {plan.power:.0%}, sd of differences "
     console.print(head + f"{plan.sd:.4g}")
     if plan.effect is not None:
@@ -194,6 +197,8 @@ def _power(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Plan sample sizes: required n for an effect, and the detectable effect at n."""
+    from rich.console import Console  # here, not at import: `wink` starts without rich
+
     sizes = tuple(n or _DEFAULT_SIZES)
     try:
         plan = plan_power(

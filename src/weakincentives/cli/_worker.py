@@ -15,7 +15,6 @@ import logging
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from weakincentives.cli._targets import load_object
 from weakincentives.errors import ConfigurationError
@@ -67,6 +66,8 @@ def worker(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
 ) -> None:
     """Evaluate samples sent to a Redis mailbox (run as many workers as you like)."""
+    from rich.console import Console
+
     from weakincentives.contrib.distributed import (
         DistributedWorker,
         WorkerContext,

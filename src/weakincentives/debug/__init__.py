@@ -12,6 +12,10 @@ runs or a bundle (`wink query TARGET "SQL"`); `query(target, sql)` does it in on
 the `[viewer]` extra); `write_html_report(report, path)` writes a self-contained HTML
 report of an `EvalReport`.
 
+Names are loaded on first use (module `__getattr__`): `from weakincentives.debug import
+DebugBundle` reads bundles without importing the viewer, numpy or the HTML report, and
+`wink` starts without them.
+
 Example:
     >>> from weakincentives.debug import DebugBundle, bundle_tables
     >>> bundle = DebugBundle.open("eval_bundles/<request_id>/<timestamp>.zip")  # doctest: +SKIP
@@ -19,29 +23,11 @@ Example:
     >>> bundle_tables(bundle)["logs"][0]["message"]  # doctest: +SKIP
 """
 
-from weakincentives.debug._bundle import BundleLimits, DebugBundle
-from weakincentives.debug._html_report import render_html_report, write_html_report
-from weakincentives.debug._query import (
-    BUNDLE_EXAMPLES,
-    RUN_EXAMPLES,
-    ColumnInfo,
-    QueryDatabase,
-    TableInfo,
-    TargetKind,
-    query,
-)
-from weakincentives.debug._readonly import QueryResult
-from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
-from weakincentives.debug._viewer import (
-    DEFAULT_HOST,
-    ViewerServer,
-    create_viewer_app,
-    host_warning,
-    is_loopback,
-)
-from weakincentives.debug._viewer_data import ViewerData
-from weakincentives.debug._viewer_index import ResultIndex
-from weakincentives.debug._viewer_types import ResultFilter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from weakincentives.runtime.bundle import (
     BundleManifest,
     BundleWriter,
@@ -49,6 +35,57 @@ from weakincentives.runtime.bundle import (
     RedactionPolicy,
     bundle_recorder,
 )
+
+if TYPE_CHECKING:
+    from weakincentives.debug._bundle import BundleLimits, DebugBundle
+    from weakincentives.debug._html_report import render_html_report, write_html_report
+    from weakincentives.debug._query import (
+        BUNDLE_EXAMPLES,
+        RUN_EXAMPLES,
+        ColumnInfo,
+        QueryDatabase,
+        TableInfo,
+        TargetKind,
+        query,
+    )
+    from weakincentives.debug._readonly import QueryResult
+    from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
+    from weakincentives.debug._viewer import (
+        DEFAULT_HOST,
+        ViewerServer,
+        create_viewer_app,
+        host_warning,
+        is_loopback,
+    )
+    from weakincentives.debug._viewer_data import ViewerData
+    from weakincentives.debug._viewer_index import ResultIndex
+    from weakincentives.debug._viewer_types import ResultFilter
+
+_LAZY: dict[str, str] = {
+    "BundleLimits": "_bundle",
+    "DebugBundle": "_bundle",
+    "render_html_report": "_html_report",
+    "write_html_report": "_html_report",
+    "BUNDLE_EXAMPLES": "_query",
+    "RUN_EXAMPLES": "_query",
+    "ColumnInfo": "_query",
+    "QueryDatabase": "_query",
+    "TableInfo": "_query",
+    "TargetKind": "_query",
+    "query": "_query",
+    "QueryResult": "_readonly",
+    "BUNDLE_TABLE_COLUMNS": "_tables",
+    "bundle_tables": "_tables",
+    "DEFAULT_HOST": "_viewer",
+    "ViewerServer": "_viewer",
+    "create_viewer_app": "_viewer",
+    "host_warning": "_viewer",
+    "is_loopback": "_viewer",
+    "ViewerData": "_viewer_data",
+    "ResultIndex": "_viewer_index",
+    "ResultFilter": "_viewer_types",
+}
+"""Public name -> the private module (of this package) that defines it."""
 
 __all__ = [
     "BUNDLE_EXAMPLES",
@@ -79,3 +116,16 @@ __all__ = [
     "render_html_report",
     "write_html_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

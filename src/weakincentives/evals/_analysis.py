@@ -26,8 +26,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar, overload
 
-import numpy as np
-
 from weakincentives.errors import ConfigurationError, InvalidStatisticError
 
 from . import stats
@@ -44,6 +42,9 @@ __all__ = [
     "score_of",
     "summarize",
 ]
+
+# numpy is imported inside the functions that use it (as in `stats`), so importing
+# `weakincentives.evals` and running an eval do not load it.
 
 K = TypeVar("K", bound=Hashable)
 
@@ -171,6 +172,8 @@ def summarize(
     Raises:
         ConfigurationError: `cluster` is a metadata key that some result lacks.
     """
+    import numpy as np
+
     items = tuple(results)
     n = len(items)
     passes = [1.0 if r.passed else 0.0 for r in items]
@@ -256,6 +259,8 @@ def mean_pass_at_k(results: Iterable[EvalResult], k: int, *, all_pass: bool = Fa
         InvalidStatisticError: there are no results, or a sample has fewer than `k` attempts
             (the message names it).
     """
+    import numpy as np
+
     estimator = stats.pass_hat_k if all_pass else stats.pass_at_k
     name = "pass^k" if all_pass else "pass@k"
     values = []
@@ -273,6 +278,8 @@ def mean_pass_at_k(results: Iterable[EvalResult], k: int, *, all_pass: bool = Fa
 
 def percentile(values: Sequence[float], q: float) -> float:
     """Return the `q`-th percentile (linear interpolation, as numpy); 0.0 when empty."""
+    import numpy as np
+
     return float(np.percentile(values, q)) if len(values) else 0.0
 
 
@@ -325,6 +332,8 @@ def _attempts(results: Iterable[EvalResult]) -> dict[tuple[str, str], list[EvalR
 
 
 def _metric_means(items: Sequence[EvalResult]) -> dict[str, float]:
+    import numpy as np
+
     totals: dict[str, list[float]] = {}
     for result in items:
         for metric in result.score.metrics:

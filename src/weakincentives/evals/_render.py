@@ -2,6 +2,7 @@
 
 Tables have two columns (what, value), so they read well in an 80-column terminal. rich
 drops colour and styles when the output is not a terminal, so piped output is plain text.
+rich is imported when a report is rendered, not when `weakincentives.evals` is imported.
 """
 
 from __future__ import annotations
@@ -9,15 +10,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from . import stats
 from ._comparison import ExperimentComparison, compare_all
 from ._export import default_baseline, pass_at_k_block
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from ._report import EvalReport
 
 __all__ = ["comparison_table", "experiment_table", "render_report"]
@@ -35,16 +35,19 @@ def render_report(
     latency, tokens, pass@k when samples repeat), then one table per comparison against
     `baseline` (default: `baseline`, else `control`, else the first experiment).
     """
-    out = console if console is not None else Console()
-    out.print(_headline(report))
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    console.print(_headline(report))
     names = report.experiment_names
     for name in names:
-        out.print(experiment_table(report.experiment(name), title=name))
+        console.print(experiment_table(report.experiment(name), title=name))
     chosen = baseline if baseline is not None else default_baseline(names)
     if chosen is None:
         return
     for comparison in compare_all(report, chosen).values():
-        out.print(comparison_table(comparison))
+        console.print(comparison_table(comparison))
 
 
 def experiment_table(report: EvalReport, *, title: str) -> Table:
@@ -143,6 +146,9 @@ def _add_epochs(table: Table, report: EvalReport) -> None:
 
 
 def _table(title: str) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False, title_justify="left")
     table.add_column("what", no_wrap=True)
     table.add_column("value", overflow="fold")

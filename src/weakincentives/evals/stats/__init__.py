@@ -1,6 +1,8 @@
 """Statistics for eval reports: every rate with its n and interval, A/B tests, pass@k.
 
 Pure Python and numpy; the numbers match statsmodels and scipy (checked by the tests).
+numpy is imported by the functions that use it, on their first call: importing this
+package (or running an eval) does not load it.
 Results are frozen dataclasses; bad input raises `InvalidStatisticError`.
 
 Rates and means:

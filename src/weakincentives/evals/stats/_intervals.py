@@ -6,8 +6,6 @@ import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from weakincentives.errors import InvalidStatisticError
 
 from ._normal import as_count, as_values, check_same_length, critical_value
@@ -125,6 +123,8 @@ def mean_ci(values: Iterable[float], *, confidence: float = 0.95) -> MeanEstimat
     Raises:
         InvalidStatisticError: `values` is empty or holds a non-finite value.
     """
+    import numpy as np
+
     array = as_values("values", values)
     z = critical_value(confidence)
     n = int(array.size)
@@ -185,6 +185,8 @@ def clustered_mean(
     Raises:
         InvalidStatisticError: `values` is empty or not finite, or the lengths differ.
     """
+    import numpy as np
+
     check_same_length(("values", "clusters"), values, clusters)
     array = as_values("values", values)
     z = critical_value(confidence)

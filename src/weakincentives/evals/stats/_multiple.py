@@ -16,16 +16,20 @@ Both return adjusted p-values in input order and match statsmodels
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from weakincentives.errors import InvalidStatisticError
 
 from ._normal import as_values
 
+if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
+    import numpy as np
+    import numpy.typing as npt
+
 
 def _p_values(p_values: Iterable[float]) -> npt.NDArray[np.float64]:
+    import numpy as np
+
     array = as_values("p_values", p_values, allow_empty=True)
     outside = np.flatnonzero((array < 0.0) | (array > 1.0))
     if outside.size:
@@ -39,6 +43,8 @@ def _p_values(p_values: Iterable[float]) -> npt.NDArray[np.float64]:
 def _in_input_order(
     order: npt.NDArray[np.intp], adjusted_sorted: npt.NDArray[np.float64]
 ) -> tuple[float, ...]:
+    import numpy as np
+
     result = np.empty_like(adjusted_sorted)
     result[order] = np.minimum(adjusted_sorted, 1.0)
     return tuple(result.tolist())
@@ -50,6 +56,8 @@ def holm(p_values: Iterable[float]) -> tuple[float, ...]:
     Raises:
         InvalidStatisticError: a p-value is outside `[0, 1]` or not a number.
     """
+    import numpy as np
+
     array = _p_values(p_values)
     order = np.argsort(array, kind="stable")
     m = array.size
@@ -64,6 +72,8 @@ def benjamini_hochberg(p_values: Iterable[float]) -> tuple[float, ...]:
     Raises:
         InvalidStatisticError: a p-value is outside `[0, 1]` or not a number.
     """
+    import numpy as np
+
     array = _p_values(p_values)
     order = np.argsort(array, kind="stable")
     m = array.size

@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from weakincentives.errors import InvalidStatisticError
+
+if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
+    import numpy as np
+    import numpy.typing as npt
 
 # AS241 PPND16 coefficients, lowest order first (Wichura 1988, Applied Statistics 37).
 _A = (
@@ -168,6 +170,8 @@ def as_values(
 
     Booleans are accepted and count as 0 and 1.
     """
+    import numpy as np
+
     try:
         array = np.asarray(list(values), dtype=np.float64)
     except (TypeError, ValueError) as exc:

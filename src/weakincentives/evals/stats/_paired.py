@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from weakincentives.errors import InvalidStatisticError
 
 from ._intervals import Interval
 from ._normal import as_count, as_values, critical_value, two_sided_p
 from ._power import minimum_detectable_effect
+
+if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
+    import numpy as np
+    import numpy.typing as npt
 
 # McNemar's exact binomial test is used up to this many discordant pairs (inclusive).
 EXACT_MCNEMAR_LIMIT = 25
@@ -129,6 +131,8 @@ class PairedComparison:
 
 
 def _is_binary(values: npt.NDArray[np.float64]) -> bool:
+    import numpy as np
+
     return bool(np.all((values == 0.0) | (values == 1.0)))
 
 
@@ -142,6 +146,8 @@ def _correlation(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> floa
 def _bootstrap(
     differences: npt.NDArray[np.float64], resamples: int, confidence: float, seed: int
 ) -> tuple[float, float]:
+    import numpy as np
+
     n = differences.size
     rng = np.random.default_rng(seed)
     rows = max(1, _BOOTSTRAP_CHUNK // n)
@@ -159,6 +165,8 @@ def _z_test(
     differences: npt.NDArray[np.float64], delta: float
 ) -> tuple[float, float, float, float]:
     """Return `(sd, se, statistic, p_value)` of a z-test of mean zero on `n >= 2` values."""
+    import numpy as np
+
     # Equal values have exactly zero spread; np.std may return a rounding error instead.
     constant = bool(np.all(differences == differences[0]))
     sd = 0.0 if constant else float(np.std(differences, ddof=1))
@@ -174,6 +182,8 @@ def _z_test(
 def _mcnemar_of(
     baseline: npt.NDArray[np.float64], treatment: npt.NDArray[np.float64], binary: bool | None
 ) -> McNemarResult | None:
+    import numpy as np
+
     both_binary = _is_binary(baseline) and _is_binary(treatment)
     if binary is None:
         binary = both_binary

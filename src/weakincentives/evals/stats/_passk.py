@@ -16,9 +16,8 @@ dataset, e.g. `mean_ci(pass_at_k_by_sample(trials, passes, k))` for an interval.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
-
-import numpy as np
 
 from weakincentives.errors import InvalidStatisticError
 
@@ -73,7 +72,10 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 def _by_sample(
     trials: Sequence[int] | int, passes: Sequence[int], k: int, *, hat: bool
 ) -> tuple[float, ...]:
-    counts = [int(trials)] * len(passes) if isinstance(trials, int | np.integer) else list(trials)
+    # numbers.Integral covers int and numpy's integer scalars without importing numpy.
+    counts = (
+        [int(trials)] * len(passes) if isinstance(trials, int | numbers.Integral) else list(trials)
+    )
     if len(counts) != len(passes):
         raise InvalidStatisticError(
             f"trials and passes must hold one count per sample, "
