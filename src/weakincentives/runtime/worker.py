@@ -297,8 +297,9 @@ class MailboxWorker(Generic[T, R]):
             self._beat()
             if messages:
                 self._dispatch(pool, messages)
-            elif until_drained and self._wait_for_idle():
-                return
+            elif until_drained:
+                if self._wait_for_idle():  # waits for a handler to end, not a fixed pause
+                    return
             elif wait == 0:
                 self._stop.wait(_IDLE_PAUSE)
 
