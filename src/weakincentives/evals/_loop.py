@@ -31,6 +31,7 @@ from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.worker import MailboxWorker
 
 from ._execute import SampleOutcome, execute_sample
+from ._target import prepare_scorer
 from ._types import EvalRequest, EvalResult, Score
 
 __all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
@@ -122,6 +123,9 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         )  # fmt: skip
         self.loop = loop
         self.evaluator = evaluator
+        # Its kind (plain, session-aware, trajectory) read from the signature once here,
+        # not per sample (inspect.signature was a quarter of the per-sample cost).
+        self._scorer = prepare_scorer(evaluator, None)
         self.results = results
         self._eval_clock = clock
 
@@ -154,17 +158,25 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         delivery_count: int = 1,
     ) -> SampleOutcome:
         """Execute and score one request directly (no mailbox), writing its bundle."""
+        config = self.config
+        bundles = config.bundle_config()
+        if bundles is None:  # the common case: no recorder to set up per sample
+            return execute_sample(
+                self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
+                heartbeat=heartbeat, record_transcript=config.record_transcript,
+                delivery_count=delivery_count, clock=self._eval_clock,
+            )  # fmt: skip
         sample = request.sample
         with bundle_recorder(
-            self.config.bundle_config(), request_id=str(request.request_id), kind="eval",
+            bundles, request_id=str(request.request_id), kind="eval",
             clock=self._eval_clock, sample_id=sample.id, experiment=request.experiment.name,
             run_id=request.run_id,
         ) as rec:  # fmt: skip
             rec.set_request(request)
             outcome = execute_sample(
-                self.loop, self.evaluator, request, timeout=self.config.timeout,
-                budget=self.config.budget, heartbeat=heartbeat,
-                record_transcript=self.config.record_transcript,
+                self.loop, self._scorer, request, timeout=config.timeout,
+                budget=config.budget, heartbeat=heartbeat,
+                record_transcript=config.record_transcript,
                 delivery_count=delivery_count, clock=self._eval_clock,
                 on_prepared=rec.set_session_before if rec.enabled else None,
             )  # fmt: skip
