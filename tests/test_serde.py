@@ -187,3 +187,57 @@ def test_json_schema_describes_required_fields_and_literals() -> None:
 def test_json_safe_replaces_non_finite_numbers_and_normalizes_containers() -> None:
     value = {1: (float("nan"), float("inf"), 0.5), "x": [float("-inf"), "ok"]}
     assert serde.json_safe(value) == {"1": [None, None, 0.5], "x": [None, "ok"]}
+
+
+def test_json_schema_is_a_fresh_copy_each_time() -> None:
+    first = serde.json_schema(Shape)
+    first["required"].append("label")
+    first["properties"]["kind"]["enum"].clear()
+    again = serde.json_schema(Shape)
+    assert again["required"] == ["kind", "points"]
+    assert again["properties"]["kind"]["enum"] == ["line", "polygon"]
+
+
+@dataclass(frozen=True, slots=True)
+class PointPlus(Point):
+    z: int = 9
+
+
+@dataclass(frozen=True)
+class Drawing:
+    title: Any
+    origin: Point
+    shapes: tuple[Shape, ...] = ()
+    points: tuple[Point, ...] = ()
+    tags: Mapping[str, Any] = field(default_factory=dict)
+    scale: float = 1.0
+
+
+DRAWINGS = {
+    "plain": Drawing("t", Point(0, 0), (Shape("line", (Point(1, 2),)),), (Point(3, 4),)),
+    "non-finite numbers": Drawing(float("nan"), Point(0, 0), tags={"x": float("inf")}),
+    "int and bool where floats are declared": Drawing(1, Point(True, 2), scale=2),
+    "a subclass adding a field": Drawing("t", PointPlus(1, 2), points=(PointPlus(3, 4),)),
+    "a list for a tuple": Drawing("t", Point(0, 0), points=[Point(1, 1)]),  # type: ignore[arg-type]
+    "a dict where a dataclass is declared": Drawing("t", {"x": 1}),  # type: ignore[arg-type]
+    "values to infer": Drawing(
+        {"when": datetime(2024, 1, 1, tzinfo=UTC), "id": RECORD.id, "set": {1}},
+        Point(0, 0),
+        tags={"err": ValueError("boom"), "gap": timedelta(seconds=3)},
+    ),
+}
+
+
+@pytest.mark.parametrize("drawing", DRAWINGS.values(), ids=DRAWINGS.keys())
+def test_dumps_for_writes_the_bytes_dumps_writes(drawing: Drawing) -> None:
+    assert serde.dumps_for(Drawing)(drawing) == serde.dumps(drawing)
+
+
+def test_dumps_for_raises_serde_errors_like_dumps() -> None:
+    with pytest.raises(SerdeError, match="Opaque"):
+        serde.dumps_for(Drawing)(Drawing(Opaque(), Point(0, 0)))
+
+
+def test_dumps_for_needs_a_dataclass() -> None:
+    with pytest.raises(TypeError, match="needs a dataclass"):
+        serde.dumps_for(dict)

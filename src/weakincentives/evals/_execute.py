@@ -7,12 +7,13 @@ each stage's exception becomes an `EvalResult` with an `error_kind`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.runtime.agent_loop import FunctionLoop
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
@@ -22,7 +23,7 @@ from weakincentives.runtime.session import (
     ToolInvoked,
 )
 
-from ._evaluator_core import call_evaluator, classify_error, run_evaluator
+from ._evaluator_core import call_evaluator, classify_error, is_session_aware
 from ._trajectory import Trajectory, is_trajectory_scorer
 from ._types import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
     from weakincentives.runtime.agent_loop import AgentLoop
 
-__all__ = ["SampleOutcome", "execute_sample"]
+__all__ = ["SampleOutcome", "execute_function", "execute_sample", "score_finished"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +41,10 @@ class SampleOutcome:
     result: EvalResult
     """What gets recorded."""
     session: Session | None
-    """The run's session (None when the agent raised before returning one)."""
+    """The run's session (None when the agent raised before returning one, and from
+    `execute_function`, which makes none)."""
     response: PromptResponse[Any] | None
-    """The agent's response, if it returned."""
+    """The agent's response, if it returned (None from `execute_function`)."""
     exception: BaseException | None = None
     """The exception behind an error result, if any."""
     failed_stage: Literal["agent", "evaluator"] | None = None
@@ -73,80 +75,200 @@ def execute_sample(
     whole run it is called even when the agent finished without an output.
     """
     sample = request.sample
-    base: dict[str, Any] = {
-        "sample_id": sample.id,
-        "experiment_name": request.experiment.name,
-        "epoch": request.epoch,
-        "request_id": str(request.request_id),
-        "run_id": request.run_id,
-        "metadata": dict(sample.metadata),
-        "delivery_count": delivery_count,
-    }
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
     start = clock.monotonic()
+    run: tuple[PromptResponse[Any], Session] | Exception
     try:
         response, session = loop.execute(
             sample.input, experiment=request.experiment, deadline=deadline, budget=budget,
             heartbeat=heartbeat, on_prepared=on_prepared,
         )  # fmt: skip
+        run = (response, session)
+    except Exception as exc:
+        run = exc
+    latency = (clock.monotonic() - start) * 1000.0
+    return score_finished(
+        run, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
+        delivery_count=delivery_count,
+    )  # fmt: skip
+
+
+def execute_function(
+    loop: FunctionLoop[Any, Any],
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    timeout: float | None = None,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+    clock: Clock = SYSTEM_CLOCK,
+) -> SampleOutcome:
+    """`execute_sample` for a `FunctionLoop`, without a session when nothing reads it.
+
+    When the function takes no `session` and `evaluator` is plain (neither session-aware
+    nor a trajectory scorer), the function is called directly, without the session
+    `FunctionLoop.execute` records the run in: the result is the one `execute_sample`
+    gives (zero usage; as transcript, one assistant message holding a text output), and
+    the outcome has no session nor response. That saves microseconds per sample, which
+    a many-threaded run (every thread sharing the GIL) pays in throughput. Otherwise,
+    or for a subclass of `FunctionLoop`, this is `execute_sample`.
+    """
+    if (
+        type(loop) is not FunctionLoop
+        or loop.takes_session
+        or is_trajectory_scorer(evaluator)
+        or is_session_aware(evaluator)
+    ):
+        return execute_sample(
+            loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
+            delivery_count=delivery_count, clock=clock,
+        )  # fmt: skip
+    sample = request.sample
+    deadline = Deadline.after(timeout, clock=clock) if timeout else None
+    start = clock.monotonic()
+    try:
+        output = loop.fn(sample.input)
+        if deadline is not None:  # as FunctionLoop.execute: checked after the call
+            deadline.check(f"function {loop.name}")
     except Exception as exc:
         latency = (clock.monotonic() - start) * 1000.0
         kind = classify_error(exc, "agent")
-        return SampleOutcome(_error(base, latency, kind, exc), None, None, exc, "agent")
+        result = _error(request, delivery_count, latency, kind, exc, _NO_EXTRAS)
+        return SampleOutcome(result, None, None, exc, "agent")
     latency = (clock.monotonic() - start) * 1000.0
+    if record_transcript and isinstance(output, str) and output:
+        extras: _Extras = (_NO_EXTRAS[0], (ChatMessage(role="assistant", content=output),), ())
+    else:
+        extras = _NO_EXTRAS
+    return _score(evaluator, request, delivery_count, latency, extras, output, None, None)
+
+
+def score_finished(
+    run: tuple[PromptResponse[Any], Session] | Exception,
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    latency_ms: float,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+) -> SampleOutcome:
+    """`execute_sample` for a run that already happened: score and record it.
+
+    `run` is what the agent returned (response and session) or the exception it raised;
+    `latency_ms` is how long it took. The local runner awaits an `async def` task
+    function on the event loop, then scores its run with this in a worker thread.
+    """
+    if isinstance(run, Exception):
+        kind = classify_error(run, "agent")
+        result = _error(request, delivery_count, latency_ms, kind, run, _NO_EXTRAS)
+        return SampleOutcome(result, None, None, run, "agent")
+    response, session = run
     extras = _session_extras(session, response, record_transcript)
     output = response.output if response.output is not None else response.text
+    return _score(evaluator, request, delivery_count, latency_ms, extras, output, session, response)
+
+
+def _score(
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
+    latency: float,
+    extras: _Extras,
+    output: Any,
+    session: Session | None,
+    response: PromptResponse[Any] | None,
+) -> SampleOutcome:
+    """Score a finished run's `output` and record it.
+
+    `session` and `response` are None only from `execute_function`, for a plain evaluator.
+    """
+    sample = request.sample
     by_trajectory = is_trajectory_scorer(evaluator)
     if output is None and not by_trajectory:
         msg = "the agent finished without an output to score"
-        result = EvalResult(
-            **base, **extras, latency_ms=latency, error=msg, error_kind="no_output",
-            score=Score(value=0.0, passed=False, reason=msg),
-        )  # fmt: skip
+        score = Score(value=0.0, passed=False, reason=msg)
+        result = _result(request, delivery_count, latency, score, extras, None, msg, "no_output")
         return SampleOutcome(result, session, response)
     try:
         if by_trajectory:
-            trajectory = _trajectory(response, session, output, extras["usage"])
+            trajectory = _trajectory(
+                cast("PromptResponse[Any]", response), cast(Session, session), output, extras[0]
+            )
             score = call_evaluator(evaluator, False, trajectory, sample, None)
         else:
-            score = run_evaluator(evaluator, output, sample.expected, session.view())
+            # What `run_evaluator` does, without a session view for a plain evaluator.
+            aware = is_session_aware(evaluator)
+            view = session.view() if aware and session is not None else None
+            score = call_evaluator(evaluator, aware, output, sample.expected, view)
     except Exception as exc:
         kind = classify_error(exc, "evaluator")
-        result = _error(base, latency, kind, exc, extras=extras, output=output)
+        result = _error(request, delivery_count, latency, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
-    result = EvalResult(**base, **extras, latency_ms=latency, score=score, output=_jsonable(output))
+    result = _result(request, delivery_count, latency, score, extras, _jsonable(output))
     return SampleOutcome(result, session, response)
 
 
+_Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...]]
+"""What a finished run adds to its result: usage, messages and tool calls."""
+
+_NO_EXTRAS: _Extras = (TokenUsage(), (), ())
+
+
+def _result(
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
+    latency: float,
+    score: Score,
+    extras: _Extras,
+    output: Any,
+    error: str | None = None,
+    error_kind: ErrorKind | None = None,
+) -> EvalResult:
+    # One constructor call with every field (no intermediate dicts): this runs per sample.
+    sample = request.sample
+    usage, messages, tool_calls = extras
+    return EvalResult(
+        sample_id=sample.id, experiment_name=request.experiment.name, score=score,
+        latency_ms=latency, error=error, error_kind=error_kind, epoch=request.epoch,
+        request_id=str(request.request_id), run_id=request.run_id, usage=usage,
+        metadata=dict(sample.metadata), output=output, messages=messages,
+        tool_calls=tool_calls, delivery_count=delivery_count,
+    )  # fmt: skip
+
+
 def _error(
-    base: Mapping[str, Any],
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
     latency: float,
     kind: ErrorKind,
     exc: BaseException,
-    *,
-    extras: Mapping[str, Any] | None = None,
+    extras: _Extras,
     output: Any = None,
 ) -> EvalResult:
     message = f"{type(exc).__name__}: {exc}"
-    return EvalResult(
-        **base, **(extras or {}), latency_ms=latency, error=message, error_kind=kind,
-        score=Score(value=0.0, passed=False, reason=message), output=_jsonable(output),
-    )  # fmt: skip
+    score = Score(value=0.0, passed=False, reason=message)
+    return _result(
+        request, delivery_count, latency, score, extras, _jsonable(output), message, kind
+    )
 
 
 def _session_extras(
     session: Session, response: PromptResponse[Any], record_transcript: bool
-) -> dict[str, Any]:
-    usage = TokenUsage()
-    for executed in session[PromptExecuted].all():
-        usage = usage + executed.usage
+) -> _Extras:
+    executed = session[PromptExecuted].all()
+    if len(executed) == 1:
+        usage = executed[0].usage
+    else:
+        usage = TokenUsage()
+        for event in executed:
+            usage = usage + event.usage
     if usage.total_tokens == 0:
         usage = response.usage
-    extras: dict[str, Any] = {"usage": usage}
-    if record_transcript:
-        extras["messages"] = tuple(response.messages) or _fallback_messages(response)
-        extras["tool_calls"] = tuple(_tool_record(t) for t in session[ToolInvoked].all())
-    return extras
+    if not record_transcript:
+        return (usage, (), ())
+    messages = tuple(response.messages) or _fallback_messages(response)
+    invoked = session[ToolInvoked].all()
+    return (usage, messages, tuple(_tool_record(t) for t in invoked) if invoked else ())
 
 
 def _trajectory(
@@ -171,6 +293,8 @@ def _tool_record(event: ToolInvoked) -> ToolCallRecord:
 
 
 def _jsonable(value: Any) -> Any:
+    if value is None or type(value) is str:
+        return value  # what serde.dump returns for them, without the call
     try:
         return serde.dump(value)
     except Exception:  # an output we cannot serialize is still worth showing

@@ -5,14 +5,16 @@ same way whatever the target:
 
 - an `AgentLoop` runs in a worker thread (`anyio.to_thread.run_sync` under the run's
   `CapacityLimiter`), its sync API unchanged;
-- a sync function is wrapped in a `FunctionLoop` and runs the same way;
+- a sync function is wrapped in a `FunctionLoop` and runs the same way; when nothing
+  reads the run's session (the function takes none, the evaluator is plain, no
+  environment), `execute_function` calls it without making one;
 - both also offer `blocking`, the whole sample as one blocking call: when a run has no
   timeout, environments nor progress sink, `LocalRun` starts `max_concurrent` long-lived
   threads that each loop over the shared work with it (one thread hop per worker, not
   per sample);
 - an `async def` function is awaited on the event loop itself (no thread while it waits),
   recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
-  scored by `execute_sample` in a worker thread (evaluators are sync and may call a judge).
+  scored by `score_finished` in a worker thread (evaluators are sync and may call a judge).
 
 **Environments.** With an `environment_factory`, a task function gets the sample's
 environment as its `env` argument; an `AgentLoop` finds it in the session, seeded under
@@ -47,7 +49,7 @@ from weakincentives.runtime.session import PromptExecuted, Session
 
 from ._environment import Environment
 from ._evaluator_core import SESSION_AWARE_ATTR, evaluator_name, is_session_aware
-from ._execute import SampleOutcome, execute_sample
+from ._execute import SampleOutcome, execute_function, execute_sample, score_finished
 from ._fingerprint import qualified_name
 from ._trajectory import TRAJECTORY_SCORER_ATTR, is_trajectory_scorer
 from ._types import EvalRequest, Score
@@ -140,7 +142,7 @@ def make_target(
     if _is_async(target):
         return _AsyncFunctionTarget(target, options, name, "session" in params, wants_env)
     fn = _env_bound(target, "session" in params) if wants_env else target
-    return _LoopTarget(FunctionLoop(fn, name=name, clock=options.clock), options, name)
+    return _FunctionTarget(FunctionLoop(fn, name=name, clock=options.clock), options, name)
 
 
 class _LoopTarget:
@@ -177,6 +179,26 @@ class _LoopTarget:
         return execute_sample(
             self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
             record_transcript=opts.record_transcript, on_prepared=seed, clock=opts.clock,
+        )  # fmt: skip
+
+
+class _FunctionTarget(_LoopTarget):
+    """A sync task function: run by `execute_function` (no session when none is read).
+
+    With an environment, the sample runs as a `_LoopTarget`'s does: its session holds it.
+    """
+
+    def __init__(self, loop: FunctionLoop[Any, Any], options: TargetOptions, identity: str) -> None:
+        super().__init__(loop, options, identity)
+        self._function_loop = loop
+
+    def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
+        if env is not None:
+            return super()._execute(request, env)
+        opts = self._options
+        return execute_function(
+            self._function_loop, opts.scorer, request, timeout=opts.timeout,
+            record_transcript=opts.record_transcript, clock=opts.clock,
         )  # fmt: skip
 
 
@@ -235,26 +257,10 @@ class _AsyncFunctionTarget:
             run = (_record_run(session, self._identity, output, duration), session)
         latency = (opts.clock.monotonic() - start) * 1000.0
         call = functools.partial(
-            execute_sample, cast(AgentLoop[Any, Any], _Finished(run)), opts.scorer, request,
-            record_transcript=opts.record_transcript, clock=opts.clock,
+            score_finished, run, opts.scorer, request, latency_ms=latency,
+            record_transcript=opts.record_transcript,
         )  # fmt: skip
-        outcome = await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
-        # execute_sample timed only the hand-over; the agent's time is the await above.
-        result = dataclasses.replace(outcome.result, latency_ms=latency)
-        return dataclasses.replace(outcome, result=result)
-
-
-class _Finished:
-    """Stands in for an `AgentLoop` whose run already happened: `execute` replays it."""
-
-    def __init__(self, run: tuple[PromptResponse[Any], Session] | Exception) -> None:
-        self._run = run
-
-    def execute(self, request: Any, **_: Any) -> tuple[PromptResponse[Any], Session]:
-        del request
-        if isinstance(self._run, Exception):
-            raise self._run
-        return self._run
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
 
 def seed_environment(env: Environment, session: Session) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -115,16 +117,22 @@ class Score:
     """Named measurements; those with weight > 0 make up `reward`."""
 
     def __post_init__(self) -> None:
-        if self.value is _UNSET:
-            if not self.metrics:
+        value, metrics = self.value, self.metrics
+        if value is _UNSET:
+            if not metrics:
                 raise InvalidScoreError("Score needs a value (or metrics to derive it from)")
-            object.__setattr__(self, "value", self.reward)
-        _check_finite("score value", self.value)
+            value = self.reward
+            object.__setattr__(self, "value", value)
+        # Fast path (a score is made per sample): a finite float passes `_check_finite`,
+        # and `x - x` is 0.0 only for finite x.
+        if type(value) is not float or value - value != 0.0:
+            _check_finite("score value", value)
         if self.passed is _UNSET:
-            object.__setattr__(self, "passed", self.value >= 0.5)
-        names = [m.name for m in self.metrics]
-        if len(names) != len(set(names)):
-            raise InvalidScoreError(f"duplicate metric names in score: {names}")
+            object.__setattr__(self, "passed", value >= 0.5)
+        if len(metrics) > 1:
+            names = [m.name for m in metrics]
+            if len(names) != len(set(names)):
+                raise InvalidScoreError(f"duplicate metric names in score: {names}")
 
     @property
     def reward(self) -> float:
@@ -161,6 +169,43 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class _RandomIds:
+    """Random (version 4) UUIDs like `uuid.uuid4()`, from OS randomness read in batches.
+
+    `uuid.uuid4()` reads 16 bytes with `os.urandom` per id: a syscall that releases the
+    GIL, so with many worker threads each request id could hand the GIL to another
+    thread. One `os.urandom` call here serves 256 ids. The batch is dropped in a forked
+    child, so parent and child never hand out the same ids.
+    """
+
+    _BATCH = 16 * 256
+    _VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))  # clears the version and variant bits
+    _VERSION_BITS = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._next = 0
+
+    def __call__(self) -> uuid.UUID:
+        with self._lock:
+            pool, start = self._pool, self._next
+            if start >= len(pool):
+                pool = self._pool = os.urandom(self._BATCH)
+                start = 0
+            self._next = start + 16
+        bits = int.from_bytes(pool[start : start + 16])
+        return uuid.UUID(int=bits & self._VERSION_MASK | self._VERSION_BITS)
+
+
+_new_request_id = _RandomIds()
+
+
 @dataclass(frozen=True)
 class EvalRequest(Generic[InputT, ExpectedT]):
     """A request to evaluate one sample under one experiment."""
@@ -169,7 +214,7 @@ class EvalRequest(Generic[InputT, ExpectedT]):
     """The sample to evaluate."""
     experiment: Experiment
     """The experiment to evaluate under."""
-    request_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    request_id: uuid.UUID = field(default_factory=_new_request_id)
     """Unique id; results are de-duplicated by it."""
     created_at: datetime = field(default_factory=_now)
     """When the request was created."""

@@ -213,6 +213,11 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
         self.fn = fn
         self._wants_session = "session" in inspect.signature(fn).parameters
 
+    @property
+    def takes_session(self) -> bool:
+        """Whether `fn` takes the run's session (it has a `session` parameter)."""
+        return self._wants_session
+
     def execute(
         self,
         request: RequestT,
@@ -225,29 +230,29 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
     ) -> tuple[PromptResponse[OutputT], Session]:
         """Call the function under `experiment` (deadline is checked after the call)."""
         del budget, heartbeat
-        if isinstance(deadline, int | float):
-            deadline = Deadline.after(float(deadline), clock=self.clock)
+        clock, name = self.clock, self.name
+        if deadline is not None and isinstance(deadline, int | float):
+            deadline = Deadline.after(float(deadline), clock=clock)
         session = self.create_session()
         session.dispatch(experiment or BASELINE)
         if on_prepared is not None:
             on_prepared(session)
-        start = self.clock.monotonic()
-        kwargs: dict[str, Any] = {"session": session} if self._wants_session else {}
-        output = self.fn(request, **kwargs)
+        start = clock.monotonic()
+        output = self.fn(request, session=session) if self._wants_session else self.fn(request)
         if deadline is not None:
-            deadline.check(f"function {self.name}")
+            deadline.check(f"function {name}")
         text = output if isinstance(output, str) else None
         session.dispatch(
             PromptExecuted(
                 prompt_ns="function",
-                prompt_key=self.name,
-                prompt_name=self.name,
+                prompt_key=name,
+                prompt_name=name,
                 text=text,
                 output=output,
-                duration_ms=(self.clock.monotonic() - start) * 1000.0,
+                duration_ms=(clock.monotonic() - start) * 1000.0,
             ),
         )
-        return PromptResponse(prompt_name=self.name, text=text, output=output), session
+        return PromptResponse(prompt_name=name, text=text, output=output), session
 
 
 class _NoAdapter:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -40,6 +40,9 @@ class TokenUsage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
         )
+
+
+_NO_TOKENS = TokenUsage()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,7 @@ class PromptExecuted:
     """Final assistant text."""
     output: Any = None
     """Parsed structured output (None for text prompts)."""
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    usage: TokenUsage = _NO_TOKENS  # one shared immutable zero, not a factory call per event
     """Tokens used across every model call of the run."""
     model: str | None = None
     """Model name reported by the adapter."""

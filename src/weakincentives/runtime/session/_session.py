@@ -63,7 +63,10 @@ class SliceView(Generic[T]):
     """Read-only queries over one slice."""
 
     def __init__(self, read: Callable[[], tuple[T, ...]]) -> None:
-        self._read = read
+        self._reader = read
+
+    def _read(self) -> tuple[T, ...]:
+        return self._reader()
 
     def all(self) -> tuple[T, ...]:
         """Return every value, oldest first."""
@@ -86,9 +89,13 @@ class Slice(SliceView[T]):
     """Read-write access to one slice of a `Session`."""
 
     def __init__(self, session: Session, slice_type: type[T]) -> None:
-        super().__init__(lambda: session._values(slice_type))
+        # No reader closure (`SliceView.__init__`): `_read` asks the session directly, so
+        # `session[T]` costs two attribute stores (evaluations read slices per sample).
         self._session = session
         self._type = slice_type
+
+    def _read(self) -> tuple[T, ...]:
+        return self._session._values(self._type)
 
     def seed(self, values: Iterable[T]) -> None:
         """Replace the slice's values with `values` (no reducer runs)."""
@@ -150,7 +157,9 @@ class Session:
     """
 
     def __init__(self, *, session_id: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
-        self._id = session_id or str(uuid.uuid4())
+        # A random id is made on first read (`session_id`): most sessions of an evaluation
+        # are never asked for theirs, and uuid4 is a syscall that releases the GIL.
+        self._id = session_id or None
         self._clock = clock
         self._lock = threading.RLock()
         self._slices: dict[type[Any], tuple[Any, ...]] = {}
@@ -159,7 +168,13 @@ class Session:
     @property
     def session_id(self) -> str:
         """Unique id of this session."""
-        return self._id
+        sid = self._id
+        if sid is None:
+            with self._lock:
+                if self._id is None:
+                    self._id = str(uuid.uuid4())
+                sid = self._id
+        return sid
 
     def __getitem__(self, slice_type: type[T], /) -> Slice[T]:
         return Slice(self, slice_type)
@@ -190,7 +205,7 @@ class Session:
         with self._lock:
             items = list(self._slices.items())
         return SessionSnapshot(
-            session_id=self._id,
+            session_id=self.session_id,
             taken_at=self._clock.now(),
             slices={_type_key(t): [serde.dump(v) for v in vals] for t, vals in items if vals},
         )
@@ -209,8 +224,9 @@ class Session:
         return session
 
     def _values(self, slice_type: type[T]) -> tuple[T, ...]:
-        with self._lock:
-            return self._slices.get(slice_type, ())
+        # No lock: writers replace a slice's tuple in one dict store (atomic under the
+        # GIL), so a reader sees the old tuple or the new one, never a partial update.
+        return self._slices.get(slice_type, ())
 
     def _set(self, slice_type: type[Any], values: tuple[Any, ...]) -> None:
         with self._lock:
