@@ -16,7 +16,7 @@ from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError, MessageDecodeError
-from weakincentives.runtime.agent_loop import AgentLoop
+from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
 from weakincentives.runtime.agent_worker import (
     TRANSIENT_ERRORS,
     reply_target,
@@ -30,7 +30,7 @@ from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.worker import MailboxWorker
 
-from ._execute import SampleOutcome, execute_sample
+from ._execute import SampleOutcome, execute_function, execute_sample
 from ._target import prepare_scorer
 from ._types import EvalRequest, EvalResult, Score
 
@@ -160,7 +160,15 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         """Execute and score one request directly (no mailbox), writing its bundle."""
         config = self.config
         bundles = config.bundle_config()
-        if bundles is None:  # the common case: no recorder to set up per sample
+        if bundles is None and type(self.loop) is FunctionLoop:
+            # A plain FunctionLoop ignores heartbeats and budgets; without a bundle to
+            # record, nothing may need its session either (execute_function decides).
+            return execute_function(
+                self.loop, self._scorer, request, timeout=config.timeout,
+                record_transcript=config.record_transcript, delivery_count=delivery_count,
+                clock=self._eval_clock,
+            )  # fmt: skip
+        if bundles is None:  # no recorder to set up per sample
             return execute_sample(
                 self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
                 heartbeat=heartbeat, record_transcript=config.record_transcript,
