@@ -31,7 +31,7 @@ from ._execute import SampleOutcome
 from ._fingerprint import Fingerprint
 from ._progress import NullProgress, ProgressSink
 from ._report import EvalReport
-from ._run import RunHandle, RunStatus, write_manifest
+from ._run import RunHandle, RunStatus
 from ._store import RunStore
 from ._target import SampleTarget
 from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score
@@ -190,9 +190,7 @@ class LocalRun:
             self._stopped = True  # worker threads left behind by a cancel take no more work
             self.progress.finish()
             if self.handle is not None:
-                self.handle.finish(status)
-        if self.handle is not None and self.source.hashed_as_read is not None:
-            self._record_stream_hash(self.source.hashed_as_read)
+                self.handle.finish(status, **self._final_manifest(status))
 
     async def _run_tasks(self) -> None:
         """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
@@ -349,19 +347,19 @@ class LocalRun:
             return dataclasses.replace(result, error=message, error_kind="environment", score=score)
         return dataclasses.replace(result, environment=state)
 
-    def _record_stream_hash(self, sha256: str) -> None:
-        # A streamed dataset's hash is known only now; write it (and the final count)
-        # into the manifest so the run's fingerprint names its dataset. The handle's copy
-        # of the manifest is what `finish` just wrote (re-reading it would cost a decoder).
+    def _final_manifest(self, status: RunStatus) -> dict[str, Any]:
+        # A complete streamed run's hash is known only now: `finish` writes it (and the
+        # final count) into the manifest with the status, so the run's fingerprint names
+        # its dataset (one manifest write, not two).
         assert self.handle is not None
-        manifest = self.handle.manifest
-        if manifest.fingerprint.dataset_sha256 != UNHASHED_STREAM or manifest.status != "complete":
-            return
-        fingerprint = dataclasses.replace(manifest.fingerprint, dataset_sha256=sha256)
-        counts = dataclasses.replace(manifest.counts, expected=self.expected_count())
-        write_manifest(
-            self.handle.path, dataclasses.replace(manifest, fingerprint=fingerprint, counts=counts)
-        )
+        sha256 = self.source.hashed_as_read
+        fingerprint = self.handle.manifest.fingerprint
+        if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:
+            return {}
+        return {
+            "fingerprint": dataclasses.replace(fingerprint, dataset_sha256=sha256),
+            "expected_results": self.expected_count(),
+        }
 
     def expected_count(self) -> int:
         """Results the run should hold, now that the dataset was read to the end."""

@@ -328,8 +328,20 @@ class RunHandle:
         """Force what was appended so far to disk (fsync): it then survives a machine crash."""
         self._sync(blocking=True)
 
-    def finish(self, status: RunStatus = "complete") -> None:
+    def finish(
+        self,
+        status: RunStatus = "complete",
+        *,
+        fingerprint: Fingerprint | None = None,
+        expected_results: int | None = None,
+    ) -> None:
         """fsync, close the file, record `status` and counts in `run.json`, release the run.
+
+        Args:
+            status: The run's final status.
+            fingerprint: Replaces the stored fingerprint (a streamed dataset's hash is
+                known only once the run has read it to the end).
+            expected_results: Replaces the expected number of results.
 
         Raises:
             RunStoreError: when the handle is read-only or already finished.
@@ -339,15 +351,17 @@ class RunHandle:
                 raise RunStoreError(f"run {self.run_id} is not open for writing here")
             self._wait_for_writers()  # appends in flight land
             fd, self._fd = self._fd, -1
-            counts = self._tally.counts(self._manifest.counts.expected)
+            expected = self._manifest.counts.expected
+            counts = self._tally.counts(expected if expected_results is None else expected_results)
         try:
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
             self._manifest = dataclasses.replace(
-                self._manifest, status=status, counts=counts, updated_at=self._clock.now()
-            )
+                self._manifest, status=status, counts=counts, updated_at=self._clock.now(),
+                fingerprint=fingerprint or self._manifest.fingerprint,
+            )  # fmt: skip
             write_manifest(self._path, self._manifest)
         except OSError as exc:
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
