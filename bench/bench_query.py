@@ -6,16 +6,22 @@ store's format (a `serde` dump of a realistic `EvalResult`, about 860 bytes, var
 line). The query is the one of the brief, `SELECT experiment, avg(passed) FROM results
 GROUP BY experiment`. Reported, best of `REPEATS`:
 
-- `load_s`: open the run and build `results` from results.jsonl (no cache), and
-  `load_cpu_s` the CPU seconds it took (the machines are shared: CPU time is steadier);
+- `load_s`: open the run and build `results` from results.jsonl (no cache) as the
+  query needs it, and `load_cpu_s` the CPU seconds it took (the machines are shared: CPU
+  time is steadier). The `reward` and `metrics` columns are filled only for queries that
+  read them, and this one does not;
 - `query_s`: the aggregate itself, on the loaded table;
 - `cold_total_s`: `load_s + query_s`, what a first `wink query` costs (imports aside);
+- `full_load_s` (`_cpu_s`): `results` with every column (`SELECT * FROM results`);
+- `lazy_columns_s`: filling `reward` and `metrics` afterwards (results.jsonl is read
+  again), for the first query that reads them after `load_s`;
 - `load_and_cache_s`: `load_s` plus writing `.query-cache.sqlite`, the default first run;
 - `cached_load_s` / `cached_total_s`: the same with a valid cache (every later query);
 - `details_load_s` (`_cpu_s`): loading `metrics`, `tool_calls` and `messages` as well;
 - `python_load_s`: the baseline, the obvious loader: `json.loads` per line, the same
   columns computed in Python, `executemany` in batches of 10,000 (no dedupe, no indexes);
-  `load_vs_python` is the ratio of CPU times (below 1: faster than parsing in Python);
+  `load_vs_python` is the ratio of CPU times of `full_load_s` (every column, as the
+  baseline builds) to it: below 1, faster than parsing in Python;
 - `cache_mb` / `results_mb`: size of the cache (results table only) and of results.jsonl.
 """
 
@@ -49,7 +55,7 @@ QUERY = "SELECT experiment, avg(passed) FROM results GROUP BY experiment"
 """The aggregate timed."""
 REPEATS = 3
 TARGETS: dict[str, tuple[str, float]] = {
-    "cold_total_s": ("<=", 2.5),
+    "cold_total_s": ("<=", 1.0),
     "cached_total_s": ("<=", 0.5),
     "load_vs_python": ("<=", 1.0),
 }
@@ -136,6 +142,14 @@ def _query(run: Path) -> tuple[float, float]:
         return timer.stop()
 
 
+def _lazy_columns(run: Path) -> tuple[float, float]:
+    with QueryDatabase.open(run, cache=False) as db:
+        db.execute("SELECT 1 FROM results LIMIT 1")
+        timer = _Timer()
+        db.execute("SELECT avg(reward) FROM results")
+        return timer.stop()
+
+
 def _load_and_cache(run: Path) -> tuple[float, float]:
     (run / _CACHE).unlink(missing_ok=True)
     return _load(run, cache=True)
@@ -185,6 +199,8 @@ def main() -> dict[str, float]:
         run = generate_run(Path(tmp), n)
         load = _best(lambda: _load(run, cache=False))
         query = _best(lambda: _query(run))
+        full = _best(lambda: _load(run, cache=False, sql="SELECT * FROM results LIMIT 1"))
+        lazy = _best(lambda: _lazy_columns(run))
         details_sql = (
             "SELECT (SELECT count(*) FROM metrics), (SELECT count(*) FROM tool_calls), "
             "(SELECT count(*) FROM messages)"
@@ -199,6 +215,9 @@ def main() -> dict[str, float]:
             "load_cpu_s": load[1],
             "query_s": query[0],
             "cold_total_s": load[0] + query[0],
+            "full_load_s": full[0],
+            "full_load_cpu_s": full[1],
+            "lazy_columns_s": lazy[0],
             "load_and_cache_s": with_cache[0],
             "cached_load_s": cached[0],
             "cached_total_s": cached[0] + query[0],
@@ -206,7 +225,7 @@ def main() -> dict[str, float]:
             "details_load_cpu_s": details[1],
             "python_load_s": baseline[0],
             "python_load_cpu_s": baseline[1],
-            "load_vs_python": load[1] / baseline[1],
+            "load_vs_python": full[1] / baseline[1],
             "cache_mb": (run / _CACHE).stat().st_size / 1e6,
             "results_mb": (run / "results.jsonl").stat().st_size / 1e6,
         }

@@ -23,6 +23,7 @@ from weakincentives.debug import (
     bundle_recorder,
     query,
 )
+from weakincentives.debug import _run_tables as run_tables
 from weakincentives.debug._query_cache import CACHE_FILE
 from weakincentives.debug._readonly import readonly_copy, run_statement
 from weakincentives.debug._run_tables import RUN_TABLES, RunTables
@@ -366,6 +367,59 @@ def test_tables_load_only_when_a_query_reads_them(run_dir: Path) -> None:
     }  # fmt: skip
 
 
+def test_a_query_reads_the_results_file_as_it_was_when_opened(run_dir: Path) -> None:
+    store = RunStore(run_dir.parent, sync_interval=None)
+    with QueryDatabase.open(run_dir, cache=False) as db:
+        with store.resume("r1", Fingerprint(dataset_sha256="ab" * 32, epochs=1)) as run:
+            run.append(make_result("s4"))
+        assert db.execute("SELECT count(*) FROM results").rows == ((4,),)
+        # Detail tables read the file again later: the snapshot holds for them too.
+        assert db.execute("SELECT count(*) FROM tool_calls").rows == ((8,),)
+    assert run_sql(run_dir, "SELECT count(*) AS n FROM results") == [{"n": 5}]
+
+
+def cached_parts(run_dir: Path) -> set[str]:
+    with sqlite3.connect(run_dir / CACHE_FILE) as cache:
+        (tables,) = cache.execute(
+            "SELECT value FROM wink_query_cache WHERE key = 'tables'"
+        ).fetchone()
+    return set(tables.split(","))
+
+
+@pytest.mark.parametrize(
+    ("sql", "fills"),
+    [
+        ("SELECT experiment, avg(passed) FROM results GROUP BY experiment", False),
+        ("SELECT count(*) FROM results", False),
+        ("SELECT * FROM results", True),
+        ("SELECT r.sample_id FROM results AS r WHERE r.reward > 0.5", True),
+        ("SELECT json_extract(metrics, '$.correct') FROM results", True),
+        ("SELECT (SELECT max(reward) FROM results) AS best", True),
+    ],
+)
+def test_reward_and_metrics_are_filled_for_queries_that_read_them(
+    run_dir: Path, sql: str, fills: bool
+) -> None:
+    query(run_dir, sql)
+    assert ("results.metrics" in cached_parts(run_dir)) is fills
+    with sqlite3.connect(run_dir / CACHE_FILE) as cache:
+        filled = cache.execute("SELECT count(reward), count(metrics) FROM results").fetchone()
+    assert filled == ((4, 4) if fills else (0, 0))
+
+
+def test_reward_and_metrics_filled_later_match_a_full_load(run_dir: Path) -> None:
+    eager = query(run_dir, "SELECT * FROM results ORDER BY rowid", cache=False).rows
+    query(run_dir, "SELECT count(*) FROM results")  # caches results without them
+    assert "results.metrics" not in cached_parts(run_dir)
+    assert query(run_dir, "SELECT * FROM results ORDER BY rowid").rows == eager
+    assert "results.metrics" in cached_parts(run_dir)
+    with QueryDatabase.open(run_dir, cache=False) as db:
+        db.execute("SELECT count(*) FROM results")
+        assert db.execute("SELECT * FROM results ORDER BY rowid").rows == eager
+        rewards = db.execute("SELECT sample_id, reward, metrics FROM results").rows
+    assert all(reward is not None and metrics for _, reward, metrics in rewards)
+
+
 @pytest.mark.parametrize(("title", "sql"), RUN_EXAMPLES)
 def test_run_examples_run(run_dir: Path, title: str, sql: str) -> None:
     del title
@@ -486,11 +540,11 @@ def test_the_cache_is_written_reused_and_invalidated(
     assert query(run_dir, "SELECT count(*) FROM results").rows == ((4,),)
     assert cache.is_file()
 
-    def no_reading(self: RunTables) -> None:
+    def no_reading(*args: object, **kwargs: object) -> None:
         raise AssertionError("results.jsonl was read despite a valid cache")
 
     with monkeypatch.context() as patch:
-        patch.setattr(RunTables, "_load_raw", no_reading)
+        patch.setattr(run_tables, "stage_lines", no_reading)
         assert query(run_dir, "SELECT sum(passed) FROM results").rows == ((3,),)
         assert query(run_dir, "SELECT status, results FROM runs").rows == (("complete", 4),)
         with pytest.raises(AssertionError, match="despite a valid cache"):

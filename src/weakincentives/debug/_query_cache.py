@@ -7,8 +7,9 @@ with the source signature (size, mtime and inode of every `run.json` and
 from the runs' is ignored and rewritten: appending one result invalidates it.
 
 Measured on 100,000 results (`bench/bench_query.py`): building `results` from
-results.jsonl takes about 1.5 s, loading it from a 25 MB cache about 0.03 s; writing the
-cache adds little to the first query.
+results.jsonl takes about 0.8 s, loading it from a 21 MB cache about 0.03 s; writing the
+cache adds little to the first query. The names stored include `results.metrics` once
+the `reward` and `metrics` columns are filled (see `_run_tables.SCORE_METRICS`).
 
 The file is written atomically (temporary file + rename) and only by this process's own
 code, never by the user's SQL (which runs on a separate read-only copy). Writing is

@@ -1,42 +1,62 @@
 """The SQL tables `wink query` builds from run directories, and how they are filled.
 
 A run directory (`run.json` + `results.jsonl`, written by `weakincentives.evals.RunStore`)
-becomes the tables of `RUN_TABLES`. Every table has a `run_id` column (the run directory's
-name), so a directory of runs loads into the same tables.
+becomes the tables of `RUN_TABLES` (`_run_schema.py`). Every table has a `run_id` column
+(the run directory's name), so a directory of runs loads into the same tables.
 
 `results` holds one row per `(run_id, sample_id, experiment, epoch)`: when a key has
 several lines (a retried error, a duplicate delivery) the last line wins, as in
 `weakincentives.evals.latest_results`. `metrics`, `tool_calls`, `messages` and `logs`
 hold the details of those winning results only.
 
-**Speed and memory.** SQLite parses the JSON, not Python: each line goes into a
-temporary `raw` table as text and `INSERT ... SELECT` statements pull the columns out
-with `->>` (SQLite reuses the parse of a line within a statement). On 100,000 results
-(87 MB) `results` builds in about 1.5 s, a little faster than `json.loads` per line plus
-`executemany` (`bench/bench_query.py`); about a third of it is the `reward` and `metrics`
-columns. `raw` lives in SQLite's temp database, which spills to an anonymous temporary
-file past a small page cache, so memory grows with the tables, not with results.jsonl.
-Tables are filled when a query first reads them (`RunTables.ensure`): a query on
-`results` never pays for `messages`, and `logs` (which opens every debug bundle the
-results point to) costs nothing unless asked for.
+**Speed and memory.** Lines go through the loader the viewer uses too (`_run_loader.py`):
+read in batches into a temporary table, parsed by SQLite, columns pulled out by one
+`INSERT ... SELECT` per batch; memory grows with the tables, not with results.jsonl.
+On 100,000 results (87 MB, `bench/bench_query.py`) `results` builds in about 0.8 s, and
+an aggregate over it takes milliseconds. Tables are filled when a query first reads
+them (`RunTables.ensure`): a query on `results` never pays for `messages`, and `logs`
+(which opens every debug bundle the results point to) costs nothing unless asked for.
+The detail tables read the winning lines of results.jsonl again rather than keeping
+every line in memory. So do the `reward` and `metrics` columns of `results`
+(`SCORE_METRICS`), which cost a third of `results`: they are filled when a query reads
+them, and hold NULL until then (no query sees that: one that reads them fills them).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
+from weakincentives.debug._run_loader import (
+    COMPLETE,
+    METRICS,
+    REWARD,
+    STAGE,
+    delete_superseded,
+    fields_select,
+    prepare,
+    stage_lines,
+)
+from weakincentives.debug._run_schema import (
+    KEY,
+    RUN_TABLES,
+    TableSpec,
+    create_run_schema,
+    indexes_built_after,
+)
 from weakincentives.errors import BundleError, RunStoreError
 from weakincentives.evals import MANIFEST_FILE, RESULTS_FILE, RunStore
 
 __all__ = [
     "RUN_TABLES",
+    "SCORE_METRICS",
+    "SCORE_METRIC_COLUMNS",
     "RunSource",
     "RunTables",
     "TableSpec",
@@ -48,179 +68,90 @@ __all__ = [
 _MAX_LISTED = 3
 
 
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    """One table: its columns (name, type as shown, description) and indexes."""
-
-    name: str
-    """Table name."""
-    description: str
-    """What one row is."""
-    columns: tuple[tuple[str, str, str], ...]
-    """`(name, type, description)`; type `JSON` is stored as TEXT holding JSON."""
-    indexes: tuple[tuple[str, ...], ...] = ()
-    """Column lists to index."""
-
-    def create_sql(self) -> list[str]:
-        """CREATE TABLE and CREATE INDEX statements for this table."""
-        cols = ", ".join(f"{n} {'TEXT' if t == 'JSON' else t}" for n, t, _ in self.columns)
-        statements = [f"CREATE TABLE {self.name} ({cols})"]
-        for i, index in enumerate(self.indexes):
-            statements.append(f"CREATE INDEX {self.name}_{i} ON {self.name} ({', '.join(index)})")
-        return statements
-
-
-_KEY_COLUMNS = (
-    ("run_id", "TEXT", "Run directory name (the id `RunStore` gave the run)."),
-    ("sample_id", "TEXT", "Sample id."),
-    ("experiment", "TEXT", "Experiment name."),
-    ("epoch", "INTEGER", "Repetition index (pass@k), 0 for the first."),
-)
-_KEY = ("run_id", "sample_id", "experiment", "epoch")
-
-RUN_TABLES: tuple[TableSpec, ...] = (
-    TableSpec("runs", "one row per run", (
-        _KEY_COLUMNS[0],
-        ("path", "TEXT", "The run directory."),
-        ("status", "TEXT", "running, complete or interrupted (a dead writer reads interrupted)."),
-        ("created_at", "TEXT", "When the run was created (ISO 8601)."),
-        ("updated_at", "TEXT", "When run.json was last written."),
-        ("expected", "INTEGER", "Results planned (samples x experiments x epochs), if known."),
-        ("results", "INTEGER", "Distinct (sample, experiment, epoch) results recorded."),
-        ("passed", "INTEGER", "Results that passed."),
-        ("failed", "INTEGER", "Results scored but not passed."),
-        ("errors", "INTEGER", "Results that ended in an error (cancelled included)."),
-        ("fingerprint", "JSON", "What must match to resume: dataset hash, experiments, ..."),
-        ("config", "JSON", "Run settings: concurrency, timeouts, ..."),
-    )),
-    TableSpec("results", "one row per sample x experiment x epoch (the last line wins)", (
-        *_KEY_COLUMNS,
-        ("request_id", "TEXT", "Id of the EvalRequest."),
-        ("passed", "INTEGER", "1 when scored and passed; errors never pass."),
-        ("score", "REAL", "Score value (0 for errors)."),
-        ("reason", "TEXT", "Why the score: what was found and expected."),
-        ("reward", "REAL", "Weighted mean of the metrics with weight > 0 (0 when none)."),
-        ("latency_ms", "REAL", "Time to run the agent on the sample."),
-        ("input_tokens", "INTEGER", "Prompt tokens."),
-        ("output_tokens", "INTEGER", "Completion tokens."),
-        ("cached_tokens", "INTEGER", "Prompt tokens served from the provider's cache."),
-        ("total_tokens", "INTEGER", "input_tokens + output_tokens."),
-        ("error_kind", "TEXT", "agent, timeout, evaluator, judge, ... (NULL when scored)."),
-        ("error", "TEXT", "Error message (NULL when scored)."),
-        ("metadata", "JSON", "The sample's metadata: json_extract(metadata, '$.topic')."),
-        ("output", "JSON", "The agent's output (NULL when none)."),
-        ("metrics", "JSON", "Metric name -> value: json_extract(metrics, '$.correct')."),
-        ("bundle_path", "TEXT", "Debug bundle of the sample, if one was written."),
-        ("delivery_count", "INTEGER", "Deliveries of the request before this result (1 = first)."),
-        ("line", "INTEGER", "Line of results.jsonl this row comes from."),
-    ), (_KEY, ("experiment", "passed"), ("sample_id",))),
-    TableSpec("metrics", "one row per metric of a result's score", (
-        *_KEY_COLUMNS,
-        ("name", "TEXT", "Metric name."),
-        ("value", "REAL", "Measured value."),
-        ("weight", "REAL", "Weight in the reward (0 = tracked only)."),
-        ("metadata", "JSON", "The metric's metadata."),
-    ), (_KEY, ("name",))),
-    TableSpec("tool_calls", "one row per tool call a result recorded", (
-        *_KEY_COLUMNS,
-        ("seq", "INTEGER", "Position of the call in the sample, from 0."),
-        ("name", "TEXT", "Tool name."),
-        ("params", "JSON", "Arguments as decoded."),
-        ("message", "TEXT", "What the tool returned to the model."),
-        ("success", "INTEGER", "1 when the call succeeded."),
-        ("duration_ms", "REAL", "Time in the handler."),
-        ("error", "TEXT", "Exception or validation error, if any."),
-    ), (_KEY, ("name",))),
-    TableSpec("messages", "one row per transcript message a result recorded", (
-        *_KEY_COLUMNS,
-        ("seq", "INTEGER", "Position in the transcript, from 0."),
-        ("role", "TEXT", "system, user, assistant or tool."),
-        ("content", "TEXT", "Message text (NULL for a turn with only tool calls)."),
-        ("tool_calls", "JSON", "Tool calls requested: [{id, name, arguments}]."),
-        ("tool_call_id", "TEXT", "For a tool message: the call it answers."),
-        ("name", "TEXT", "For a tool message: the tool's name."),
-    ), (_KEY,)),
-    TableSpec("logs", "one row per log record in the debug bundles the results point to", (
-        *_KEY_COLUMNS,
-        ("bundle_path", "TEXT", "The bundle, as written in results.bundle_path."),
-        ("seq", "INTEGER", "Position of the record in the bundle, from 0."),
-        ("time", "TEXT", "When the record was emitted (ISO 8601)."),
-        ("level", "TEXT", "DEBUG, INFO, WARNING, ERROR or CRITICAL."),
-        ("logger", "TEXT", "Logger name."),
-        ("message", "TEXT", "Formatted message."),
-        ("thread", "TEXT", "Thread name."),
-        ("exception", "TEXT", "Formatted traceback, if any."),
-    ), (_KEY, ("level",))),
+_RESULT_FIELDS = (
+    "sample_id", "experiment", "epoch", "request_id", "passed", "score", "reason",
+    "latency_ms", "input_tokens", "output_tokens", "cached_tokens", "error_kind", "error",
+    "metadata", "output", "bundle_path", "delivery_count",
 )  # fmt: skip
-"""Every table of a run target, in the order `--schema` shows them."""
+_IS_RESULT = "typeof(sample_id) = 'text' AND typeof(experiment) = 'text'"
 
-# `->>` reuses the parse json_valid made; json_type would parse the line again.
-_VALID_LINE = (
-    "json_valid(j) AND typeof(j ->> '$.sample_id') = 'text' "
-    "AND typeof(j ->> '$.experiment_name') = 'text'"
-)
-_FILL_RESULTS = f"""
+SCORE_METRICS = "results.metrics"
+"""The `reward` and `metrics` columns of `results`, filled apart from the rest.
+
+They cost a third of loading `results` and few queries read them, so `RunTables`
+fills them only when asked (`ensure([SCORE_METRICS])`, which `QueryDatabase` does when
+a query reads one of `SCORE_METRIC_COLUMNS`); until then they hold NULL.
+"""
+SCORE_METRIC_COLUMNS = frozenset({"reward", "metrics"})
+"""The columns of `results` that `SCORE_METRICS` fills."""
+
+
+def _fill_results_sql(*, score_metrics: bool) -> str:
+    fields = (*_RESULT_FIELDS, "score_metrics") if score_metrics else _RESULT_FIELDS
+    reward, metrics = (REWARD, METRICS) if score_metrics else ("NULL", "NULL")
+    return f"""
 INSERT INTO results
-SELECT run_id, sample_id, experiment, epoch, request_id, passed, score, reason,
-    coalesce((SELECT sum((m.value ->> '$.value') * (m.value ->> '$.weight'))
-                     / sum(m.value ->> '$.weight')
-              FROM json_each(ms) AS m WHERE m.value ->> '$.weight' > 0), 0.0),
+SELECT :run_id, sample_id, experiment, epoch, request_id,
+    error IS NULL AND coalesce(passed, 0), score, reason, {reward},
     latency_ms, input_tokens, output_tokens, cached_tokens, input_tokens + output_tokens,
-    error_kind, error, metadata, output,
-    (SELECT json_group_object(m.value ->> '$.name', m.value -> '$.value')
-     FROM json_each(ms) AS m),
-    bundle_path, delivery_count, line
-FROM (
-    -- LIMIT -1 keeps SQLite from inlining this subquery, so each line's metrics
-    -- are extracted once and the outer json_each calls parse only that small array.
-    SELECT r.run_id AS run_id, j ->> '$.sample_id' AS sample_id,
-        j ->> '$.experiment_name' AS experiment, coalesce(j ->> '$.epoch', 0) AS epoch,
-        j ->> '$.request_id' AS request_id,
-        (j ->> '$.error' IS NULL AND coalesce(j ->> '$.score.passed', 0)) AS passed,
-        j ->> '$.score.value' AS score, j ->> '$.score.reason' AS reason,
-        j ->> '$.latency_ms' AS latency_ms,
-        coalesce(j ->> '$.usage.input_tokens', 0) AS input_tokens,
-        coalesce(j ->> '$.usage.output_tokens', 0) AS output_tokens,
-        coalesce(j ->> '$.usage.cached_tokens', 0) AS cached_tokens,
-        j ->> '$.error_kind' AS error_kind, j ->> '$.error' AS error,
-        j -> '$.metadata' AS metadata, nullif(j -> '$.output', 'null') AS output,
-        j -> '$.score.metrics' AS ms, j ->> '$.bundle_path' AS bundle_path,
-        coalesce(j ->> '$.delivery_count', 1) AS delivery_count, r.line AS line
-    FROM temp.raw AS r
-    WHERE {_VALID_LINE}
-    LIMIT -1
-)
+    error_kind, error, metadata, output, {metrics}, bundle_path, delivery_count, line
+FROM ({fields_select(fields)})
+WHERE {_IS_RESULT}
 """
-_DEDUPE_RESULTS = """
-DELETE FROM results WHERE rowid NOT IN (
-    SELECT max(rowid) FROM results GROUP BY run_id, sample_id, experiment, epoch)
+
+
+_FILL_RESULTS = _fill_results_sql(score_metrics=False)
+_FILL_RESULTS_ALL = _fill_results_sql(score_metrics=True)
+_BAD_LINES = f"""
+SELECT line, {COMPLETE} FROM {STAGE} WHERE line NOT IN (
+    SELECT line FROM ({fields_select(("sample_id", "experiment"))}) WHERE {_IS_RESULT})
+ORDER BY line
 """
-_FROM_WINNERS = """
-FROM results AS res JOIN temp.raw AS r ON r.run_id = res.run_id AND r.line = res.line,
-    json_each(r.j, '{path}') AS e
-"""
+_WINNERS = "temp.wink_winners"
 _KEY_SELECT = "res.run_id, res.sample_id, res.experiment, res.epoch"
+
+
+def _fill_detail(table: str, path: str, columns: str) -> str:
+    """SQL: one row of `table` per element of the JSON array at `path` of a winning line.
+
+    The row holds the result's key columns, then `columns`: SQL over the element `v` and
+    its position `seq`.
+    """
+    # LIMIT -1 and the outer WHERE keep SQLite from flattening the subquery, so each
+    # element is rendered to `v` once and parsed once, not once per column.
+    return f"""
+INSERT INTO {table} SELECT run_id, sample_id, experiment, epoch, {columns}
+FROM (SELECT {_KEY_SELECT}, e.key AS seq, e.value AS v
+      FROM {STAGE} AS s CROSS JOIN {_WINNERS} AS w ON w.line = s.line
+          CROSS JOIN results AS res ON res.rowid = w.rid, json_each(s.j, '{path}') AS e
+      LIMIT -1)
+WHERE seq IS NOT NULL
+"""
+
+
+_FILL_SCORE_METRICS = f"""
+UPDATE results SET reward = {REWARD}, metrics = {METRICS}
+FROM (SELECT w.rid AS rid, s.j -> '$.score.metrics' AS score_metrics
+      FROM {STAGE} AS s CROSS JOIN {_WINNERS} AS w ON w.line = s.line LIMIT -1) AS x
+WHERE results.rowid = x.rid
+"""
 _FILL_DETAILS = {
-    "metrics": f"""INSERT INTO metrics SELECT {_KEY_SELECT}, e.value ->> '$.name',
-        e.value ->> '$.value', coalesce(e.value ->> '$.weight', 0.0), e.value -> '$.metadata'
-        {_FROM_WINNERS.format(path="$.score.metrics")}""",
-    "tool_calls": f"""INSERT INTO tool_calls SELECT {_KEY_SELECT}, e.key, e.value ->> '$.name',
-        e.value -> '$.params', e.value ->> '$.message', e.value ->> '$.success',
-        e.value ->> '$.duration_ms', e.value ->> '$.error'
-        {_FROM_WINNERS.format(path="$.tool_calls")}""",
-    "messages": f"""INSERT INTO messages SELECT {_KEY_SELECT}, e.key, e.value ->> '$.role',
-        e.value ->> '$.content', e.value -> '$.tool_calls', e.value ->> '$.tool_call_id',
-        e.value ->> '$.name'
-        {_FROM_WINNERS.format(path="$.messages")}""",
-}
+    "metrics": _fill_detail(
+        "metrics", "$.score.metrics",
+        "v ->> '$.name', v ->> '$.value', coalesce(v ->> '$.weight', 0.0), v -> '$.metadata'",
+    ),
+    "tool_calls": _fill_detail(
+        "tool_calls", "$.tool_calls",
+        "seq, v ->> '$.name', v -> '$.params', v ->> '$.message', v ->> '$.success', "
+        "v ->> '$.duration_ms', v ->> '$.error'",
+    ),
+    "messages": _fill_detail(
+        "messages", "$.messages",
+        "seq, v ->> '$.role', v ->> '$.content', v -> '$.tool_calls', v ->> '$.tool_call_id', "
+        "v ->> '$.name'",
+    ),
+}  # fmt: skip
 _LOG_FIELDS = ("time", "level", "logger", "message", "thread", "exception")
-
-
-def create_run_schema(conn: sqlite3.Connection) -> None:
-    """Create every table of `RUN_TABLES` (empty) in `conn`'s main database."""
-    for spec in RUN_TABLES:
-        for statement in spec.create_sql():
-            conn.execute(statement)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -272,7 +203,6 @@ class RunTables:
         self._conn = conn
         self._sources = tuple(sources)
         self._filled = set(filled)
-        self._raw_loaded = False
         self.warnings: list[str] = []
         """Problems met while loading (skipped lines, missing bundles), for the user."""
 
@@ -282,38 +212,49 @@ class RunTables:
         return frozenset(self._filled)
 
     def ensure(self, names: Iterable[str]) -> bool:
-        """Fill the tables among `names` that are not filled yet; True when any was.
+        """Fill the tables (and `SCORE_METRICS`) among `names` not filled yet; True if any.
 
         All or nothing: the filling runs in one transaction, and a failure leaves the
         tables (and this object) as they were.
 
         Raises:
             sqlite3.Error: SQLite failed while filling.
+            OSError: a results file could not be read.
         """
-        wanted = [spec.name for spec in RUN_TABLES if spec.name in set(names)]
-        missing = [name for name in wanted if name not in self._filled]
+        wanted = set(names)
+        order = [SCORE_METRICS, *(spec.name for spec in RUN_TABLES)]
+        missing = [name for name in order if name in wanted and name not in self._filled]
         if not missing:
             return False
-        filled, raw_loaded, warned = set(self._filled), self._raw_loaded, len(self.warnings)
+        filled, warned = set(self._filled), len(self.warnings)
+        prepare(self._conn)
         self._conn.execute("BEGIN")
         try:
             self._fill(missing)
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")  # also drops a raw table created in it
-            self._filled, self._raw_loaded = filled, raw_loaded
+            self._conn.execute("ROLLBACK")
+            self._filled = filled
             del self.warnings[warned:]
             raise
         return True
 
     def _fill(self, missing: list[str]) -> None:
+        conn = self._conn
         if "results" not in self._filled:
-            self._fill_results()
+            with indexes_built_after(conn, ["results"]):
+                self._fill_results(score_metrics=SCORE_METRICS in missing)
+            delete_superseded(conn, "results", KEY)  # with the key's index built
+        details = [name for name in missing if name in _FILL_DETAILS]
+        statements = [_FILL_DETAILS[name] for name in details]
+        if SCORE_METRICS in missing and SCORE_METRICS not in self._filled:
+            # `results` was filled without them, by an earlier query or from a cache.
+            statements.append(_FILL_SCORE_METRICS)
+        if statements:
+            with indexes_built_after(conn, details):
+                self._reread_winners(statements)
         for name in missing:
-            if name in _FILL_DETAILS:
-                self._load_raw()
-                self._conn.execute(_FILL_DETAILS[name])
-            elif name == "logs":
+            if name == "logs":
                 self._fill_logs()
             elif name == "runs":
                 self._fill_runs()
@@ -321,45 +262,62 @@ class RunTables:
 
     # -- results.jsonl -------------------------------------------------------------------
 
-    def _load_raw(self) -> None:
-        if self._raw_loaded:
-            return
+    def _fill_results(self, *, score_metrics: bool) -> None:
         conn = self._conn
-        conn.execute("CREATE TEMP TABLE raw (run_id TEXT, line INTEGER, complete INTEGER, j TEXT)")
+        fill = _FILL_RESULTS_ALL if score_metrics else _FILL_RESULTS
+        bad: list[tuple[Path, int, bool]] = []
         for source in self._sources:
-            conn.executemany("INSERT INTO temp.raw VALUES (?, ?, ?, ?)", _read_lines(source))
-        conn.execute("CREATE INDEX temp.raw_line ON raw (run_id, line)")
-        self._raw_loaded = True
-
-    def _fill_results(self) -> None:
-        self._load_raw()
-        conn = self._conn
-        loaded = conn.execute(_FILL_RESULTS).rowcount
-        total = conn.execute("SELECT count(*) FROM temp.raw").fetchone()[0]
-        if loaded < total:
-            self._warn_bad_lines()
-        conn.execute(_DEDUPE_RESULTS)
+            path = source.path / RESULTS_FILE
+            if not path.exists():
+                continue
+            params = {"run_id": source.run_id}
+            for batch in stage_lines(conn, path, limit=source.results_size):
+                if conn.execute(fill, params).rowcount < batch.lines:
+                    bad.extend((path, line, bool(done)) for line, done in conn.execute(_BAD_LINES))
+        self._warn_bad_lines(bad)
         self._filled.add("results")
+        if score_metrics:
+            self._filled.add(SCORE_METRICS)
 
-    def _warn_bad_lines(self) -> None:
-        bad = self._conn.execute(
-            f"SELECT run_id, line, complete FROM temp.raw WHERE NOT ({_VALID_LINE}) ORDER BY rowid"
-        ).fetchall()
-        paths = {s.run_id: s.path / RESULTS_FILE for s in self._sources}
-        cut = [(run_id, line) for run_id, line, complete in bad if not complete]
-        corrupt = [(run_id, line) for run_id, line, complete in bad if complete]
-        for run_id, line in cut:
+    def _warn_bad_lines(self, bad: list[tuple[Path, int, bool]]) -> None:
+        cut = [(path, line) for path, line, complete in bad if not complete]
+        corrupt = [(path, line) for path, line, complete in bad if complete]
+        for path, line in cut:
             self.warnings.append(
-                f"{paths[run_id]}:{line}: skipped a truncated last line (the writer was cut "
+                f"{path}:{line}: skipped a truncated last line (the writer was cut "
                 "off mid-line; resuming the run re-runs that sample)"
             )
         if corrupt:
-            listed = ", ".join(f"{paths[r]}:{n}" for r, n in corrupt[:_MAX_LISTED])
+            listed = ", ".join(f"{p}:{n}" for p, n in corrupt[:_MAX_LISTED])
             more = f" and {len(corrupt) - _MAX_LISTED} more" if len(corrupt) > _MAX_LISTED else ""
             self.warnings.append(
                 f"skipped {len(corrupt)} line(s) that are not results (invalid JSON or no "
                 f"sample_id/experiment_name): {listed}{more}"
             )
+
+    def _reread_winners(self, statements: list[str]) -> None:
+        """Read the lines `results` holds again and run `statements` on each batch.
+
+        The statements read the staged lines joined to `results` through `_WINNERS`
+        (line number -> results rowid, for the run being read).
+        """
+        conn = self._conn
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_WINNERS.split('.')[1]} "
+                     "(line INTEGER PRIMARY KEY, rid INTEGER NOT NULL)")  # fmt: skip
+        for source in self._sources:
+            conn.execute(f"DELETE FROM {_WINNERS}")
+            conn.execute(
+                f"INSERT INTO {_WINNERS} SELECT line, rowid FROM results WHERE run_id = ?",
+                (source.run_id,),
+            )
+            lines = {row[0] for row in conn.execute(f"SELECT line FROM {_WINNERS}")}
+            if not lines:
+                continue
+            path = source.path / RESULTS_FILE
+            for _ in stage_lines(conn, path, limit=source.results_size, only=lines):
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute(f"DELETE FROM {_WINNERS}")
 
     # -- runs and logs -------------------------------------------------------------------
 
@@ -394,7 +352,7 @@ class RunTables:
         )  # fmt: skip
 
     def _fill_logs(self) -> None:
-        query = f"SELECT {', '.join(_KEY)}, bundle_path FROM results WHERE bundle_path IS NOT NULL"
+        query = f"SELECT {', '.join(KEY)}, bundle_path FROM results WHERE bundle_path IS NOT NULL"
         rows: list[tuple[Any, ...]] = []
         missing: list[str] = []
         paths = {s.run_id: s.path for s in self._sources}
@@ -423,25 +381,6 @@ class RunTables:
                 f"(first: {missing[0]}); run the query from the directory the eval ran in"
             )
         self._conn.executemany(f"INSERT INTO logs VALUES ({', '.join('?' * 12)})", rows)
-
-
-def _read_lines(source: RunSource) -> Iterator[tuple[str, int, bool, str]]:
-    """`(run_id, line number, complete, text)` of the first `results_size` bytes."""
-    remaining = source.results_size
-    try:
-        handle = (source.path / RESULTS_FILE).open("rb")
-    except FileNotFoundError:
-        return
-    with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if remaining <= 0:
-                return
-            chunk = raw[:remaining]
-            remaining -= len(chunk)
-            complete = chunk.endswith(b"\n")
-            text = chunk.strip()
-            if text:
-                yield source.run_id, lineno, complete, text.decode("utf-8", "replace")
 
 
 def _locate_bundle(bundle_path: str, run_dir: Path) -> Path | None:

@@ -7,9 +7,20 @@ Full results are not kept: a row remembers where its line starts in the file, an
 sample page reads that one line again. So memory grows with the index, not with the
 transcripts, and one page of 100,000 results is one indexed SQL query.
 
+**Loading.** Lines go through the loader `wink query` uses (`_run_loader.py`): staged in
+batches, parsed by SQLite, one `INSERT ... SELECT` per batch pulls every column, the
+metadata and the text to search out of a line at once (in C; no Python per result).
+A line is a result when it is JSON with the fields the index needs, of the right types
+(`_CHECKS`); the sample page validates the whole line with `EvalResult` when it is
+opened. On 100,000 results (120 MB) the index builds in about 3 s
+(`bench/bench_viewer.py`); a third of it is gathering the text to search, a seventh
+indexing it (FTS5).
+
 **Which line counts.** As for every reader of a run, the last line written for a
 `(sample_id, experiment_name, epoch)` wins; earlier lines are dropped from the index.
-Lines that do not parse are skipped and counted (the viewer shows what it could read).
+Lines that are not results are skipped and counted (the viewer shows what it could
+read); an unterminated last line that is not one was cut mid-write and is dropped
+silently.
 
 After `finish()` the database is read-only (`PRAGMA query_only`); one lock serializes
 access, since the web server calls in from several threads.
@@ -21,7 +32,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -31,6 +42,7 @@ from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Score
 from weakincentives.runtime.session import TokenUsage
 
+from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
 from ._viewer_types import (
     SORT_KEYS,
     Facets,
@@ -44,8 +56,8 @@ from ._viewer_types import (
 __all__ = ["ResultIndex"]
 
 _log = logging.getLogger(__name__)
-_BATCH = 2000
 _MAX_FACET_VALUES = 50
+_MAX_SKIPPED = 20
 
 _SCHEMA = """
 CREATE TABLE results (
@@ -54,8 +66,7 @@ CREATE TABLE results (
     error_kind TEXT, score REAL NOT NULL, passed INTEGER NOT NULL, latency_ms REAL NOT NULL,
     input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tokens INTEGER NOT NULL,
     reason TEXT NOT NULL, error TEXT, tool_calls INTEGER NOT NULL, messages INTEGER NOT NULL,
-    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL,
-    length INTEGER NOT NULL
+    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL
 );
 CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
 CREATE INDEX meta_result ON meta (result_id);
@@ -71,6 +82,7 @@ CREATE INDEX results_tokens ON results (run_id, tokens);
 CREATE INDEX meta_key ON meta (key, value, result_id);
 """
 
+_KEY = ("run_id", "sample_id", "experiment", "epoch")
 _ROW_COLUMNS = (
     "id", "run_id", "sample_id", "experiment", "epoch", "status", "error_kind", "score",
     "passed", "latency_ms", "input_tokens", "output_tokens", "tokens", "reason", "error",
@@ -78,11 +90,116 @@ _ROW_COLUMNS = (
 )  # fmt: skip
 
 
+_FIELDS = (
+    "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
+    "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
+    "tool_calls", "messages",
+)  # fmt: skip
+_CHECKS = (
+    ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
+    ("typeof(experiment) = 'text'", "experiment_name is missing or not a string"),
+    ("typeof(epoch) = 'integer'", "epoch is not an integer"),
+    ("typeof(score) IN ('integer', 'real')", "score.value is missing or not a number"),
+    ("ifnull(passed IN (0, 1), 1)", "score.passed is not a boolean"),
+    ("typeof(latency_ms) IN ('integer', 'real')", "latency_ms is missing or not a number"),
+    ("typeof(input_tokens) = 'integer' AND typeof(output_tokens) = 'integer'",
+     "usage.input_tokens or usage.output_tokens is not an integer"),
+    ("typeof(reason) IN ('null', 'text')", "score.reason is not a string"),
+    ("typeof(error) IN ('null', 'text')", "error is not a string"),
+    ("typeof(error_kind) IN ('null', 'text')", "error_kind is not a string"),
+    ("ifnull(metadata_type = 'object', 1)", "metadata is not an object"),
+)  # fmt: skip
+"""What makes a JSON line a result the index can hold: `(SQL condition, problem)`."""
+_NL = "char(10)"
+
+
+def _lines_of(*parts: str) -> str:
+    """SQL: the non-NULL `parts`, each followed by a newline."""
+    return " || ".join(f"ifnull({part} || {_NL}, '')" for part in parts)
+
+
+_TOOL_CALL_TEXT = _lines_of(
+    "c ->> '$.name'", "(c -> '$.params')", "c ->> '$.message'", "c ->> '$.error'"
+)
+_SEARCH_TEXT = _lines_of(
+    "j ->> '$.sample_id'",
+    "j ->> '$.score.reason'",
+    "j ->> '$.error'",
+    "iif(json_type(j, '$.output') = 'text', j ->> '$.output', nullif(j -> '$.output', 'null'))",
+    # Every string of the transcript under these keys: message contents, tool names and
+    # the arguments of the tool calls the model asked for.
+    "(SELECT group_concat(atom, char(10)) FROM json_tree(j, '$.messages') "
+    "WHERE type = 'text' AND key IN ('content', 'name', 'arguments'))",
+    # Each tool call rendered once (LIMIT -1), its fields read from that small text.
+    f"(SELECT group_concat({_TOOL_CALL_TEXT}, '') FROM (SELECT e.value AS c "
+    "FROM json_each(j -> '$.tool_calls') AS e LIMIT -1))",
+)
+"""SQL over a staged line: the text the search box searches (see the module docstring)."""
+
+_ALL_CHECKS = " AND ".join(f"({check})" for check, _ in _CHECKS)
+_PROBLEM = " ".join(f"WHEN NOT ({check}) THEN '{problem}'" for check, problem in _CHECKS)
+_METADATA_TYPE = "json_type(j, '$.metadata') AS metadata_type"
+_FILL = f"""
+INSERT INTO temp.wink_rows
+SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
+    CASE WHEN error IS NOT NULL THEN 'error'
+         WHEN coalesce(passed, score >= 0.5) THEN 'passed' ELSE 'failed' END,
+    error_kind, score, coalesce(passed, score >= 0.5), latency_ms, input_tokens,
+    output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
+    messages, bundle_path IS NOT NULL, line, offset, metadata, body
+FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {_SEARCH_TEXT} AS body")})
+WHERE {_ALL_CHECKS}
+"""
+_SKIPPED = f"""
+SELECT line, {COMPLETE}, 'not valid JSON' FROM {STAGE} WHERE NOT json_valid(j)
+UNION ALL
+SELECT line, complete, CASE {_PROBLEM} END
+FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {COMPLETE} AS complete")})
+WHERE NOT ({_ALL_CHECKS})
+ORDER BY line
+"""
+"""The staged lines `_FILL` skipped: `(line, complete, problem)`."""
+_RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset")
+_ROWS_SCHEMA = (
+    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, body)"
+)
+_DISTRIBUTE = (
+    f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
+    # Metadata values as the filters compare them, the text `json.dumps` gives: strings
+    # as they are, objects and arrays with sorted keys (`_json_text`), numbers as written
+    # (`->` keeps a number's text; a key it cannot address falls back to SQLite's).
+    """INSERT INTO meta SELECT r.id, e.key, CASE e.type WHEN 'text' THEN e.value
+        WHEN 'integer' THEN CAST(e.value AS TEXT)
+        WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
+        WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
+        ELSE e.type END
+    FROM temp.wink_rows AS r, json_each(r.metadata) AS e""",
+    "INSERT INTO search (rowid, body) SELECT id, body FROM temp.wink_rows",
+    "DELETE FROM temp.wink_rows",
+)
+"""Per batch: the rows `_FILL` staged go to `results`, `meta` and `search`."""
+
+
+def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
+    """`(sample_id, experiment_name, epoch)` of a JSON line, None when it has none."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return data.get("sample_id"), data.get("experiment_name"), data.get("epoch", 0)
+
+
+def _json_text(text: str) -> str:
+    """JSON text with sorted keys and `json.dumps`' spacing (how metadata was shown)."""
+    return json.dumps(json.loads(text), ensure_ascii=False, sort_keys=True)
+
+
 @dataclass(frozen=True, slots=True)
 class _Located:
     path: Path
     offset: int
-    length: int
     line: int
     key: tuple[str, str, int]
 
@@ -98,8 +215,11 @@ class ResultIndex:
     """
 
     def __init__(self) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
+        self._db.create_function("wink_json_text", 1, _json_text, deterministic=True)
+        prepare(self._db)
+        self._db.execute(_ROWS_SCHEMA)
         self._lock = threading.Lock()
         self._runs: dict[str, IndexedRun] = {}
         self._next_id = 1
@@ -134,57 +254,45 @@ class ResultIndex:
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
         path = run_dir / RESULTS_FILE
-        seen: dict[tuple[str, str, int], int] = {}
-        rows: list[tuple[Any, ...]] = []
-        metas: list[tuple[int, str, str]] = []
-        texts: list[tuple[int, str]] = []
+        params = {"run_id": run_id, "id_base": self._next_id - 1}
         skipped: list[str] = []
-        skipped_count = lines = 0
-        for lineno, offset, raw in _lines(path):
-            lines += 1
-            try:
-                result = serde.loads(EvalResult, raw)
-            except SerdeError as exc:
-                if raw.endswith(b"\n"):  # an unterminated last line was cut mid-write
-                    skipped_count += 1
-                    if len(skipped) < 20:
-                        skipped.append(f"{path}:{lineno}: {str(exc)[:200]}")
-                continue
-            rid = self._next_id
-            self._next_id += 1
-            previous = seen.get(result.key)
-            if previous is not None:
-                self._drop(previous, rows, metas)
-            seen[result.key] = rid
-            rows.append(_row(rid, run_id, result, lineno, offset, len(raw)))
-            metas.extend((rid, k, _as_text(v)) for k, v in result.metadata.items())
-            texts.append((rid, _search_text(result)))
-            if len(rows) >= _BATCH:
-                self._flush(rows, metas, texts)
-        self._flush(rows, metas, texts)
+        skipped_count = lines = last_line = 0
+        self._db.execute("BEGIN")
+        try:
+            for batch in stage_lines(self._db, path):
+                lines += batch.lines
+                last_line = batch.last_line
+                if self._db.execute(_FILL, params).rowcount < batch.lines:
+                    for line, complete, problem in self._db.execute(_SKIPPED):
+                        if complete:  # an unterminated last line was cut mid-write
+                            skipped_count += 1
+                            if len(skipped) < _MAX_SKIPPED:
+                                skipped.append(f"{path}:{line}: {problem}")
+                for statement in _DISTRIBUTE:
+                    self._db.execute(statement)
+            gone = delete_superseded(
+                self._db, "results", _KEY, where="run_id = ?", params=(run_id,)
+            )
+            self._db.executemany("DELETE FROM meta WHERE result_id = ?", ((g,) for g in gone))
+            (results,) = self._db.execute(
+                "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            self._db.execute("COMMIT")
+        except OSError as exc:
+            self._db.execute("ROLLBACK")
+            raise ViewerError(f"cannot read {path}: {exc}; is this a run directory?") from exc
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        # A later line for the same key superseded the rows in `gone`; their full-text
+        # entries stay, but searches only return ids still in `results`.
+        self._next_id += last_line
         if skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, skipped_count)
         return IndexedRun(
-            run_id=run_id, path=run_dir, results=len(seen), lines=lines,
+            run_id=run_id, path=run_dir, results=results, lines=lines,
             skipped=tuple(skipped), skipped_count=skipped_count,
         )  # fmt: skip
-
-    def _drop(self, rid: int, rows: list[tuple[Any, ...]], metas: list[Any]) -> None:
-        # A later line for the same key: forget the earlier one, buffered or flushed. Its
-        # full-text entry stays, but searches only return ids still in `results`.
-        rows[:] = [r for r in rows if r[0] != rid]
-        metas[:] = [m for m in metas if m[0] != rid]
-        self._db.execute("DELETE FROM results WHERE id = ?", (rid,))
-        self._db.execute("DELETE FROM meta WHERE result_id = ?", (rid,))
-
-    def _flush(self, rows: list[Any], metas: list[Any], texts: list[Any]) -> None:
-        marks = ", ".join("?" * (len(_ROW_COLUMNS) + 3))
-        self._db.executemany(f"INSERT INTO results VALUES ({marks})", rows)
-        self._db.executemany("INSERT INTO meta VALUES (?, ?, ?)", metas)
-        self._db.executemany("INSERT INTO search (rowid, body) VALUES (?, ?)", texts)
-        rows.clear()
-        metas.clear()
-        texts.clear()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -246,34 +354,35 @@ class ResultIndex:
             return tuple(map(_to_row, self._db.execute(sql, (run_id, sample_id)).fetchall()))
 
     def read(self, run_id: str, result_id: int) -> EvalResult | None:
-        """Read result `result_id` back from its run's file.
+        """Read result `result_id` back from its run's file and validate it in full.
 
         Raises:
-            ViewerError: the file changed since it was indexed.
+            ViewerError: the file changed since it was indexed, or the line has the
+                fields the index needs but is not a valid `EvalResult`.
         """
         located = self._locate(run_id, result_id)
         if located is None:
             return None
+        where = f"{located.path}:{located.line}"
         try:
             with located.path.open("rb") as handle:
                 handle.seek(located.offset)
-                raw = handle.read(located.length)
+                raw = handle.readline()
             result = serde.loads(EvalResult, raw)
         except (OSError, SerdeError) as exc:
+            if isinstance(exc, SerdeError) and _key_of(raw) == located.key:
+                raise ViewerError(f"{where} is not a valid result: {exc}") from exc
             raise ViewerError(
-                f"{located.path}:{located.line} cannot be read again ({exc}); the file changed "
-                "since the viewer started: restart `wink debug`"
+                f"{where} cannot be read again ({exc}); the file changed since the viewer "
+                "started: restart `wink debug`"
             ) from exc
         if result.key != located.key:
-            raise ViewerError(
-                f"{located.path}:{located.line} changed since the viewer started: restart "
-                "`wink debug`"
-            )
+            raise ViewerError(f"{where} changed since the viewer started: restart `wink debug`")
         return result
 
     def _locate(self, run_id: str, result_id: int) -> _Located | None:
         sql = (
-            "SELECT sample_id, experiment, epoch, line, offset, length FROM results "
+            "SELECT sample_id, experiment, epoch, line, offset FROM results "
             "WHERE id = ? AND run_id = ?"
         )
         with self._lock:
@@ -281,10 +390,8 @@ class ResultIndex:
             run = self._runs.get(run_id)
         if found is None or run is None:
             return None
-        sample_id, experiment, epoch, line, offset, length = found
-        return _Located(
-            run.path / RESULTS_FILE, offset, length, line, (sample_id, experiment, epoch)
-        )
+        sample_id, experiment, epoch, line, offset = found
+        return _Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
 
     def experiments(self, run_id: str) -> dict[str, int]:
         """Experiment -> results of run `run_id`, in order of first appearance."""
@@ -374,65 +481,6 @@ class ResultIndex:
         with self._lock:
             rows = self._db.execute(sql, (run_id, experiment)).fetchall()
         return {(s, e): i for s, e, i in rows}
-
-
-# -- building helpers -----------------------------------------------------------------------
-
-
-def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """`(line number, byte offset, raw line)` for each non-blank line of `path`."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise ViewerError(f"cannot read {path}: {exc}; is this a run directory?") from exc
-    with handle:
-        offset = 0
-        for lineno, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield lineno, offset, raw
-            offset += len(raw)
-
-
-def _status(result: EvalResult) -> str:
-    if result.error is not None:
-        return "error"
-    return "passed" if result.score.passed else "failed"
-
-
-def _row(
-    rid: int, run_id: str, result: EvalResult, lineno: int, offset: int, length: int
-) -> tuple[Any, ...]:
-    usage = result.usage
-    return (
-        rid, run_id, result.sample_id, result.experiment_name, result.epoch, _status(result),
-        result.error_kind, result.score.value, int(result.score.passed), result.latency_ms,
-        usage.input_tokens, usage.output_tokens, usage.total_tokens, result.score.reason,
-        result.error, len(result.tool_calls), len(result.messages),
-        int(result.bundle_path is not None), lineno, offset, length,
-    )  # fmt: skip
-
-
-def _as_text(value: Any) -> str:
-    """Metadata values as the text the filters compare: strings as is, the rest as JSON."""
-    if isinstance(value, str):
-        return value
-    try:  # values read from JSON are plain already; serde only for the odd one that is not
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        return json.dumps(serde.dump(value), ensure_ascii=False, sort_keys=True)
-
-
-def _search_text(result: EvalResult) -> str:
-    parts: list[str] = [result.sample_id, result.score.reason, result.error or ""]
-    output = result.output
-    parts.append(output if isinstance(output, str) else _as_text(output))
-    for message in result.messages:
-        parts.append(message.content or "")
-        for call in message.tool_calls:
-            parts.extend((call.name, call.arguments))
-    for record in result.tool_calls:
-        parts.extend((record.name, _as_text(record.params), record.message, record.error or ""))
-    return "\n".join(p for p in parts if p)
 
 
 def _to_row(values: Sequence[Any]) -> ResultRow:
