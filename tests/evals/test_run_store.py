@@ -18,7 +18,7 @@ from weakincentives.clock import FakeClock
 from weakincentives.errors import ConfigurationError, FingerprintMismatchError, RunStoreError
 from weakincentives.evals import EvalReport
 from weakincentives.evals._fingerprint import Fingerprint
-from weakincentives.evals._runfile import iter_results, latest_results
+from weakincentives.evals._runfile import MANIFEST_FILE, iter_results, latest_results
 from weakincentives.evals._store import RunStore
 from weakincentives.evals._types import ErrorKind, EvalResult, Score
 from weakincentives.experiment import BASELINE, Experiment
@@ -294,20 +294,25 @@ def test_concurrent_writers_produce_exactly_n_well_formed_lines(
 def test_fsync_happens_at_most_once_per_interval(
     store: RunStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    synced: list[int] = []  # inodes of what was fsynced
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.fstat(fd).st_ino))
     run = store.create(make_fingerprint())
-    synced: list[int] = []
-    monkeypatch.setattr(os, "fsync", synced.append)
+    assert synced == []  # creating a run forces nothing to disk yet
+    results, manifest, directory = (
+        p.stat().st_ino for p in (run.results_path, run.path / MANIFEST_FILE, run.path)
+    )
     run.extend([make_result("s1"), make_result("s2")])
     run.append(make_result("s3"))
     assert synced == []  # written to the OS, not yet forced to disk
     clock.advance(0.05)
     run.append(make_result("s4"))
-    assert len(synced) == 1
+    # The first sync makes the results, the manifest and their directory entries durable.
+    assert synced == [results, manifest, directory]
     run.append(make_result("s5"))
-    assert len(synced) == 1
+    assert len(synced) == 3
     run.sync()
     run.sync()  # nothing new to sync
-    assert len(synced) == 2
+    assert synced[3:] == [results]
 
 
 def test_a_failed_write_leaves_no_partial_line(

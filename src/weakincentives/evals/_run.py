@@ -40,6 +40,7 @@ from ._runfile import (
     iter_results,
     latest_results,
     lock_is_held,
+    sync_file_and_dir,
     write_atomic,
 )
 from ._types import EvalResult
@@ -176,6 +177,7 @@ class RunHandle:
         sync_interval: float | None = 0.05,
         lock: WriterLock | None = None,
         tally: Tally | None = None,
+        manifest_unsynced: bool = False,
     ) -> None:
         self._path = path
         self._manifest = manifest
@@ -192,6 +194,8 @@ class RunHandle:
         self._repairing = False  # a write failed: its cut line is being dropped
         self._sync_lock = threading.Lock()  # one fsync at a time; appenders never wait on it
         self._dirty = False
+        # run.json was written without fsync (creation): the first sync makes it durable.
+        self._manifest_unsynced = manifest_unsynced
         self._last_sync = clock.monotonic()
         self._fd = -1
         if lock is not None:
@@ -484,6 +488,11 @@ class RunHandle:
             # Outside the write lock: appenders keep going. `finish` takes _sync_lock
             # before closing, so `fd` stays open until we are done.
             os.fsync(fd)
+            if self._manifest_unsynced:
+                # The manifest written at creation, and the directory entries of it and
+                # of results.jsonl, become durable with the first results.
+                sync_file_and_dir(self._path / MANIFEST_FILE)
+                self._manifest_unsynced = False
         finally:
             self._sync_lock.release()
 
@@ -513,7 +522,10 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise RunStoreError(f"{path}: {exc}") from exc
 
 
-def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
-    """Atomically replace `run_dir/run.json` (temp file + fsync + rename)."""
+def write_manifest(run_dir: Path, manifest: RunManifest, *, durable: bool = True) -> None:
+    """Atomically replace `run_dir/run.json` (temp file + fsync + rename).
+
+    With `durable=False` the fsyncs are skipped (see `write_atomic`).
+    """
     text = json.dumps(serde.dump(manifest), indent=2, ensure_ascii=False) + "\n"
-    write_atomic(run_dir / MANIFEST_FILE, text.encode())
+    write_atomic(run_dir / MANIFEST_FILE, text.encode(), durable=durable)

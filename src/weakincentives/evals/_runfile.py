@@ -40,6 +40,7 @@ __all__ = [
     "lock_is_held",
     "repair_tail",
     "results_path",
+    "sync_file_and_dir",
     "write_atomic",
 ]
 
@@ -158,28 +159,50 @@ def _last_line_start(f: BinaryIO, size: int, chunk: int = 65536) -> int:
     return 0
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never a mix.
 
     Writes a temporary file in the same directory, fsyncs it, renames it over `path`
-    and fsyncs the directory so the rename survives a machine crash.
+    and fsyncs the directory so the rename survives a machine crash. With
+    `durable=False` the two fsyncs are left to the caller (`sync_file_and_dir`): the
+    replacement is still atomic for readers, but a machine crash may undo it.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         tmp.replace(path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        if durable:
+            _fsync_dir(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise RunStoreError(f"cannot write {path}: {exc}") from exc
+
+
+def sync_file_and_dir(path: Path) -> None:
+    """Make `path` and its directory entry durable (what `write_atomic(durable=False)` skips).
+
+    Raises:
+        OSError: the file or the directory cannot be synced.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 class WriterLock:

@@ -126,8 +126,11 @@ class RunStore:
                 counts=RunCounts(expected=expected_results),
                 config=serde.dump(dict(config or {})),
             )
-            write_manifest(run_dir, manifest)
-            return self._handle(run_dir, manifest, lock, Tally())
+            # Not fsynced now: nothing in the run can be lost yet. The handle's first sync
+            # (within `sync_interval` of the first result, or `finish`) makes it durable
+            # together with the results, and saves two fsyncs on every run's start.
+            write_manifest(run_dir, manifest, durable=False)
+            return self._handle(run_dir, manifest, lock, Tally(), manifest_unsynced=True)
         except BaseException:
             lock.release()
             raise
@@ -203,16 +206,18 @@ class RunStore:
         return self._handle(run_dir, manifest, lock, tally)
 
     def _handle(
-        self, run_dir: Path, manifest: RunManifest, lock: WriterLock, tally: Tally
+        self,
+        run_dir: Path,
+        manifest: RunManifest,
+        lock: WriterLock,
+        tally: Tally,
+        *,
+        manifest_unsynced: bool = False,
     ) -> RunHandle:
         return RunHandle(
-            run_dir,
-            manifest,
-            clock=self._clock,
-            sync_interval=self._sync_interval,
-            lock=lock,
-            tally=tally,
-        )
+            run_dir, manifest, clock=self._clock, sync_interval=self._sync_interval,
+            lock=lock, tally=tally, manifest_unsynced=manifest_unsynced,
+        )  # fmt: skip
 
     def _make_run_dir(self, run_id: str | None) -> Path:
         try:
