@@ -2,7 +2,8 @@
 
 `ProviderAdapter` is the protocol. `OpenAIAdapter` (in `weakincentives.adapters.openai`)
 talks to any OpenAI-compatible server; `FunctionAdapter` makes a Python function the model,
-for tests and offline demos.
+for tests and offline demos. Both take a `ResponseCache` (`SQLiteResponseCache` on disk) and
+are `CacheableAdapter`s: `adapter.with_cache(cache)` is a copy that replays recorded turns.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from weakincentives.adapters._cache import (
     cached_model_call,
 )
 from weakincentives.adapters._types import (
+    CacheableAdapter,
     Heartbeat,
     ModelRequest,
     ModelTurn,
@@ -39,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CacheStats",
+    "CacheableAdapter",
     "FunctionAdapter",
     "FunctionModel",
     "FunctionReply",

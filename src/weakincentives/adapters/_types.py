@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, runtime_checkable
 
 from weakincentives.prompt import Prompt, ToolSpec
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
 
-__all__ = ["Heartbeat", "ModelRequest", "ModelTurn", "PromptResponse", "ProviderAdapter"]
+if TYPE_CHECKING:
+    from ._cache import ResponseCache
+
+__all__ = [
+    "CacheableAdapter",
+    "Heartbeat",
+    "ModelRequest",
+    "ModelTurn",
+    "PromptResponse",
+    "ProviderAdapter",
+]
 
 OutputT = TypeVar("OutputT")
 
@@ -110,5 +120,32 @@ class ProviderAdapter(Protocol):
             AdapterError: when the provider fails for good.
             DeadlineExceededError: when `deadline` passes.
             BudgetExceededError: when `budget` is exceeded.
+        """
+        ...
+
+
+@runtime_checkable
+class CacheableAdapter(ProviderAdapter, Protocol):
+    """A `ProviderAdapter` that can hand out a copy of itself using a response cache.
+
+    Code that receives someone else's adapter (the eval runner, `wink eval run`) tests
+    `isinstance(adapter, CacheableAdapter)` and calls `with_cache` instead of knowing how
+    each adapter stores its cache. `FunctionAdapter` and `OpenAIAdapter` are cacheable.
+
+    Example:
+        >>> from weakincentives.adapters import FunctionAdapter, SQLiteResponseCache
+        >>> adapter = FunctionAdapter(lambda request: "hi")
+        >>> isinstance(adapter, CacheableAdapter)
+        True
+        >>> with SQLiteResponseCache(":memory:") as cache:
+        ...     adapter.with_cache(cache).cache is cache, adapter.cache is None
+        (True, True)
+    """
+
+    def with_cache(self, cache: ResponseCache | None) -> Self:
+        """A copy of this adapter whose model turns go through `cache` (None: no cache).
+
+        The original is left as it was; everything else (model, limits, clock, HTTP
+        client) is the same.
         """
         ...

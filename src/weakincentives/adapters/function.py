@@ -19,10 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -91,6 +92,10 @@ class FunctionAdapter:
     cache: ResponseCache | None = None
     """Response cache for model turns (keyed by `model_name`, the function's qualified name
     and the conversation; give each function its own `model_name` when they share a cache)."""
+
+    def with_cache(self, cache: ResponseCache | None) -> Self:
+        """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`."""
+        return dataclasses.replace(self, cache=cache)
 
     def evaluate(
         self,

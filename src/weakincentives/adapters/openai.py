@@ -10,6 +10,14 @@ retried up to `max_retries` times with exponential backoff and jitter, or after 
 server's `Retry-After`, sleeping on the injected clock and never past the run's deadline.
 Other 4xx answers fail at once; a request that times out is not retried.
 
+With a `cache` (a `ResponseCache`, e.g. `SQLiteResponseCache`), each model turn is looked
+up by the model name, the conversation, the tools, the output schema and the parameters
+that change the answer (temperature, `extra_body`); a hit sends no request. Only turns
+that succeeded are stored. A sampling temperature (> 0, and the server's default when
+`temperature` is unset, which OpenAI documents as 1) bypasses the cache unless
+`cache_nondeterministic=True`. The model name is what identifies the model: two servers
+serving different weights under one name share entries.
+
 Example:
     >>> adapter = OpenAIAdapter("gpt-4o-mini", api_key="sk-test")  # doctest: +SKIP
     >>> adapter.evaluate(prompt, session=Session()).text  # doctest: +SKIP
@@ -18,12 +26,14 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import openai
 
@@ -43,6 +53,7 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
 
+from ._cache import CacheStats, ResponseCache, cached_model_call
 from ._loop import run_prompt
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
@@ -59,6 +70,12 @@ _MAX_RETRY_AFTER = 300.0
 """A longer `Retry-After` is not waited out: the adapter gives up at once."""
 _NO_KEY = "no-key"
 """Sent as the key to a `base_url` server when none is configured (local servers need none)."""
+_SERVER_TEMPERATURE = 1.0
+"""The temperature assumed when none is sent: OpenAI's documented default, which samples."""
+_MIN_GUARDED_KEY = 8
+"""Keys at least this long are kept out of cached values (a shorter one matches too much)."""
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +106,9 @@ class OpenAIAdapter:
         extra_body: Extra JSON fields for every request (e.g. vLLM or Ollama options).
         clock: Clock for backoff sleeps, deadlines and timings.
         rng: Random source for backoff jitter (seed it for reproducible waits).
+        cache: Response cache for model turns (None: every turn calls the server).
+        cache_nondeterministic: Cache turns even at a sampling temperature (a replay then
+            repeats one sample instead of drawing a new one).
 
     Raises:
         ConfigurationError: no model, no API key for OpenAI itself, or a bad limit.
@@ -108,6 +128,8 @@ class OpenAIAdapter:
         extra_body: Mapping[str, Any] | None = None,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
+        cache: ResponseCache | None = None,
+        cache_nondeterministic: bool = False,
     ) -> None:
         model = model or os.environ.get("OPENAI_MODEL")
         if not model:
@@ -122,6 +144,8 @@ class OpenAIAdapter:
         self.temperature = temperature
         self.extra_body = dict(extra_body) if extra_body else None
         self.clock = clock
+        self.cache = cache
+        self.cache_nondeterministic = cache_nondeterministic
         self._rng = rng or random.Random()
         self._owns_client = client is None
         self._client = _make_client(client, base_url=base_url, api_key=api_key)
@@ -140,6 +164,17 @@ class OpenAIAdapter:
         """Close the HTTP connections of a client the adapter created itself."""
         if self._owns_client:
             self._client.close()
+
+    def with_cache(self, cache: ResponseCache | None) -> Self:
+        """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`.
+
+        The copy shares this adapter's HTTP client and leaves closing it to this adapter:
+        `close()` on the copy does nothing.
+        """
+        clone = copy.copy(self)
+        clone.cache = cache
+        clone._owns_client = False
+        return clone
 
     def __enter__(self) -> OpenAIAdapter:
         return self
@@ -174,16 +209,36 @@ class OpenAIAdapter:
             DeadlineExceededError: `deadline` passed.
             BudgetExceededError: `budget` was exceeded.
         """
+        call_model: Callable[[ModelRequest], ModelTurn] = self._call_model
+        if self.cache is not None:
+            call_model = cached_model_call(
+                self._call_model,
+                _KeyFreeCache(self.cache, self._secret),
+                model_name=self.model,
+                parameters=self._cache_parameters(),
+                cache_nondeterministic=self.cache_nondeterministic,
+            )
         return run_prompt(
             prompt,
             session=session,
-            call_model=self._call_model,
+            call_model=call_model,
             deadline=deadline,
             budget=budget,
             heartbeat=heartbeat,
             max_turns=self.max_turns,
             clock=self.clock,
         )
+
+    def _cache_parameters(self) -> dict[str, Any]:
+        """What changes the answer besides the request itself: part of the cache key."""
+        temperature: Any = self.temperature
+        if self.extra_body is not None and "temperature" in self.extra_body:
+            # The SDK merges extra_body over the request: its temperature is the one sent.
+            temperature = self.extra_body["temperature"]
+        if not isinstance(temperature, int | float) or isinstance(temperature, bool):
+            temperature = _SERVER_TEMPERATURE
+        # The effective temperature: `cached_model_call` bypasses the cache above 0.
+        return {"temperature": float(temperature), "extra_body": self.extra_body or {}}
 
     def _call_model(self, request: ModelRequest) -> ModelTurn:
         params = encode_request(request, model=self.model, temperature=self.temperature)
@@ -309,6 +364,32 @@ class OpenAIAdapter:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
+
+
+class _KeyFreeCache:
+    """`cache`, except that a value quoting the API key is not stored.
+
+    A model can only echo the key if the conversation holds it, but a cache file is
+    easy to share and outlives the run: it must never carry the key.
+    """
+
+    def __init__(self, cache: ResponseCache, secret: str) -> None:
+        self._cache = cache
+        guarded = len(secret) >= _MIN_GUARDED_KEY and secret != _NO_KEY
+        self._secret = secret.encode() if guarded else b""
+
+    def get(self, key: str) -> bytes | None:
+        return self._cache.get(key)
+
+    def put(self, key: str, value: bytes) -> None:
+        if self._secret and self._secret in value:
+            _log.warning("a model turn quoting the API key was not cached (key %s)", key)
+            return
+        self._cache.put(key, value)
+
+    @property
+    def stats(self) -> CacheStats:
+        return self._cache.stats
 
 
 def _left(budget: float | None, started: float, clock: Clock) -> float | None:
