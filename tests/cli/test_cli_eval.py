@@ -99,13 +99,20 @@ class Suite:
 
 
 @pytest.fixture
-def isolated_imports() -> Iterator[None]:
-    """Targets are imported into this process: undo their sys.path and sys.modules entries."""
+def isolated_imports(tmp_path: Path) -> Iterator[None]:
+    """Targets are imported into this process: undo their sys.path and sys.modules entries.
+
+    Only the targets' own modules go (files under the test's directory or examples/): a
+    library that a run imports on first use, such as numpy, cannot be imported twice.
+    """
     path, modules = list(sys.path), set(sys.modules)
     yield
     sys.path[:] = path
+    roots = (tmp_path.resolve(), EXAMPLES.resolve())
     for name in set(sys.modules) - modules:
-        del sys.modules[name]
+        file = getattr(sys.modules[name], "__file__", None)
+        if file is None or any(Path(file).resolve().is_relative_to(root) for root in roots):
+            del sys.modules[name]
 
 
 @pytest.fixture
@@ -510,3 +517,29 @@ def test_a_run_store_run_reads_back_as_the_printed_report(work: Path) -> None:
                     "--run-id", "r9")  # fmt: skip
     stored = EvalReport.load(RunStore(work / "runs").open("r9").path)
     assert stored.to_dict()["overall"] == data["overall"]
+
+
+def test_a_rerun_of_the_example_suite_is_served_from_the_response_cache(work: Path) -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    importlib.import_module("calc_agent").write_dataset(work / "calc.jsonl", 6)
+    suite = str(EXAMPLES / "calc_suite.py") + ":suite"
+
+    first = invoke("eval", "run", suite, "--dataset", "calc.jsonl")
+    second = invoke("eval", "run", suite, "--dataset", "calc.jsonl")
+
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    assert "Response cache: 0 hits" in first.stdout
+    assert "Response cache:" in second.stdout and "(100% hit rate), 0 stored" in second.stdout
+
+
+@pytest.mark.parametrize(
+    ("stats", "expected"),
+    [
+        ({"hits": 3, "misses": 1, "writes": 1}, "3 hits, 1 misses (75% hit rate), 1 stored"),
+        ({"hits": 0, "misses": 0, "writes": 0}, "no lookups (a model that samples"),
+    ],
+)
+def test_cache_summary(stats: dict[str, int], expected: str) -> None:
+    from weakincentives.cli._eval import cache_summary
+
+    assert expected in cache_summary(stats)

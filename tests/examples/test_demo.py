@@ -133,8 +133,12 @@ def examples() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(EXAMPLES))
     yield {name: importlib.import_module(name) for name in ("calc_agent", "calc_suite")}
     sys.path[:] = path
+    # Only the examples' own modules go: a library imported on first use (numpy) cannot
+    # be imported twice in one process.
     for name in set(sys.modules) - modules:
-        del sys.modules[name]
+        file = getattr(sys.modules[name], "__file__", None)
+        if file is None or Path(file).resolve().is_relative_to(EXAMPLES):
+            del sys.modules[name]
 
 
 def _message(m: dict[str, Any]) -> ChatMessage:

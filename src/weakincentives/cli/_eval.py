@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from weakincentives.adapters import CacheableAdapter
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
@@ -46,7 +47,7 @@ from ._targets import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["RunPlan", "build_plan", "register"]
+__all__ = ["RunPlan", "build_plan", "cache_summary", "register"]
 
 EXIT_BELOW_THRESHOLD = 1
 EXIT_USAGE = 2
@@ -128,10 +129,7 @@ def _cache_path(target: Any, runs_dir: Path, no_cache: bool) -> Path | None:
     """The response cache for an `AgentLoop` whose adapter takes one, else None."""
     if no_cache or not isinstance(target, AgentLoop):
         return None
-    adapter = target.adapter
-    if not dataclasses.is_dataclass(adapter):
-        return None
-    if "cache" not in {f.name for f in dataclasses.fields(adapter)}:
+    if not isinstance(target.adapter, CacheableAdapter):
         return None
     runs_dir.mkdir(parents=True, exist_ok=True)
     return runs_dir / CACHE_FILE
@@ -349,7 +347,22 @@ def _print_run(report: EvalReport, plan: RunPlan, hints: _Hints, *, as_json: boo
 
     console = Console()
     report.render(console, baseline=baseline)
+    cache = report.config.get("cache")
+    if isinstance(cache, Mapping):
+        console.print(cache_summary(cache), highlight=False, soft_wrap=True)
     console.print(hints.text(run_id), highlight=False, soft_wrap=True)
+
+
+def cache_summary(stats: Mapping[str, int]) -> str:
+    """One line on the response cache of a run: hits, misses, writes, or why it was idle."""
+    hits, misses, writes = stats.get("hits", 0), stats.get("misses", 0), stats.get("writes", 0)
+    if not hits + misses:
+        return (
+            "Response cache: no lookups (a model that samples, with temperature unset or "
+            "above 0, is not cached unless the adapter has cache_nondeterministic=True)"
+        )
+    rate = hits / (hits + misses)
+    return f"Response cache: {hits} hits, {misses} misses ({rate:.0%} hit rate), {writes} stored"
 
 
 def _check_threshold(report: EvalReport, fail_under: float | None) -> None:
