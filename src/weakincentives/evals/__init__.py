@@ -17,6 +17,7 @@ and read the results as a report with honest numbers:
   combinators (`all_of`, `any_of`, `not_`, `threshold`), session evaluators
   (`tool_called`, `tool_sequence`, `token_usage_under`, ...) and LLM judges (`llm_judge`,
   `pairwise_judge`); `run_evaluator` and `is_session_aware` tell plain from session-aware;
+  `inline_evaluator` marks one that never blocks (scored on the event loop);
 - `stats`: the statistics behind the report (Wilson, paired tests, McNemar, pass@k...);
 - `Experiment`, `BASELINE`, `CONTROL`, re-exported from `weakincentives.experiment`.
 """
@@ -41,6 +42,8 @@ from ._evaluator_core import (
     adapt,
     classify_error,
     evaluator_name,
+    inline_evaluator,
+    is_inline_evaluator,
     is_session_aware,
     run_evaluator,
     session_aware,
@@ -181,6 +184,8 @@ __all__ = [
     "execute_sample",
     "flaky_samples",
     "group_by",
+    "inline_evaluator",
+    "is_inline_evaluator",
     "is_session_aware",
     "is_trajectory_scorer",
     "iter_jsonl",

@@ -4,7 +4,8 @@ An evaluator is a function `(output, expected) -> Score`. A session-aware evalua
 takes the run's session: `(output, expected, session) -> Score`. `is_session_aware` tells
 the two apart, `run_evaluator` calls either kind and checks that a `Score` came back, and
 `classify_error` maps an exception raised while scoring to the `ErrorKind` a result
-records.
+records. `inline_evaluator` marks an evaluator that never blocks, so the local runner may
+score an `async def` target's output on the event loop instead of in a worker thread.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from weakincentives.runtime.session import (
 from ._types import ErrorKind, Score
 
 __all__ = [
+    "INLINE_ATTR",
     "SESSION_AWARE_ATTR",
     "Evaluator",
     "SessionEvaluator",
@@ -42,6 +44,8 @@ __all__ = [
     "call_evaluator",
     "classify_error",
     "evaluator_name",
+    "inline_evaluator",
+    "is_inline_evaluator",
     "is_session_aware",
     "mark_plain",
     "named",
@@ -58,6 +62,9 @@ CallableT = TypeVar("CallableT", bound=Callable[..., Any])
 
 SESSION_AWARE_ATTR = "__wink_session_aware__"
 """Attribute that, when present on an evaluator, decides whether it is session-aware."""
+
+INLINE_ATTR = "__wink_inline__"
+"""Attribute that, when true on an evaluator, says it never blocks (see `inline_evaluator`)."""
 
 
 class Evaluator(Protocol[OutputT_contra, ExpectedT_contra]):
@@ -114,11 +121,15 @@ def evaluator_name(evaluator: Callable[..., Any]) -> str:
     return type(evaluator).__name__
 
 
-def named(fn: CallableT, name: str, *, aware: bool) -> CallableT:
-    """Give `fn` a readable name and record whether it is session-aware (for built-ins)."""
+def named(fn: CallableT, name: str, *, aware: bool, inline: bool = False) -> CallableT:
+    """Give `fn` a readable name and record its kind (for built-ins).
+
+    `aware`: it takes the session; `inline`: it never blocks (see `inline_evaluator`).
+    """
     fn.__name__ = name
     fn.__qualname__ = name
     setattr(fn, SESSION_AWARE_ATTR, aware)
+    setattr(fn, INLINE_ATTR, inline)
     return fn
 
 
@@ -132,6 +143,61 @@ def show(value: object, limit: int = 80) -> str:
     """`repr(value)`, shortened to about `limit` characters for reasons."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+# -- inline (non-blocking) evaluators ------------------------------------------------
+
+
+def inline_evaluator(fn: CallableT) -> CallableT:
+    """Mark `fn` as an evaluator that never blocks: pure computation, done in microseconds.
+
+    Only for evaluators that never block: no I/O, no model calls, no locks, no waiting.
+    The local runner scores an `async def` target's output with such an evaluator
+    directly on the event loop, instead of handing each sample to a worker thread (which
+    costs more than a string comparison, and adds up at high concurrency). Results are
+    the same either way. An evaluator that does block would stall every sample in flight
+    while it runs: leave it unmarked, and it runs in a worker thread.
+
+    The built-in output evaluators (`exact_match`, `contains`, `contains_ci`,
+    `regex_match`, `regex_search`, `json_equal`, `numeric_close`) are inline; `all_of`,
+    `any_of`, `not_` and `threshold` are inline when every evaluator they combine is;
+    LLM judges never are. Session-aware evaluators and trajectory scorers are always
+    scored in a worker thread, as is every evaluator under `judge_concurrency=`.
+    Callables that do not take attributes (bound methods) are wrapped.
+
+    Example:
+        >>> @inline_evaluator
+        ... def shouted(output: str, expected: str) -> Score:
+        ...     ok = output == expected.upper()
+        ...     return Score(value=float(ok), passed=ok)
+        >>> is_inline_evaluator(shouted)
+        True
+    """
+    try:
+        setattr(fn, INLINE_ATTR, True)
+    except (AttributeError, TypeError):
+        inner = fn
+
+        @functools.wraps(inner)
+        def wrapper(*args: Any) -> Any:
+            return inner(*args)
+
+        setattr(wrapper, INLINE_ATTR, True)
+        return cast(CallableT, wrapper)
+    return fn
+
+
+def is_inline_evaluator(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is marked as never blocking (`inline_evaluator`, the built-ins).
+
+    A `functools.partial` is inline when the function it binds is
+    (`partial(contains, case_sensitive=False)`); anything unmarked is not.
+    """
+    for _ in range(64):  # partial of a partial ...; bounded against cycles
+        if not isinstance(fn, functools.partial):
+            break
+        fn = fn.func
+    return getattr(fn, INLINE_ATTR, False) is True
 
 
 # -- session awareness ----------------------------------------------------------------
@@ -286,7 +352,9 @@ def adapt(evaluator: Evaluator[OutputT, ExpectedT]) -> SessionEvaluator[OutputT,
         del session
         return evaluator(output, expected)
 
-    return named(adapted, evaluator_name(evaluator), aware=True)
+    return named(
+        adapted, evaluator_name(evaluator), aware=True, inline=is_inline_evaluator(evaluator)
+    )
 
 
 def call_evaluator(

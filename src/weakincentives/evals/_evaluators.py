@@ -4,6 +4,9 @@ Combinators accept any mix of plain and session-aware evaluators. The result is 
 when every child is plain, and session-aware (`(output, expected, session)`) as soon as
 one child is; plain children are then called without the session, so `adapt()` is
 optional (and still works). Every child runs, even after one fails or raises.
+
+The output evaluators here never block, so they are marked `inline_evaluator`; a
+combinator is inline when every child is (see `inline_evaluator`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from ._evaluator_core import (
     call_evaluator,
     classify_error,
     evaluator_name,
+    inline_evaluator,
+    is_inline_evaluator,
     is_session_aware,
     mark_plain,
     named,
@@ -58,6 +63,7 @@ def _verdict(passed: bool, reason: str) -> Score:
 # -- output evaluators ----------------------------------------------------------------
 
 
+@inline_evaluator
 @mark_plain
 def exact_match(output: object, expected: object) -> Score:
     """Pass when `output == expected`.
@@ -79,6 +85,7 @@ def exact_match(output: object, expected: object) -> Score:
     return _verdict(False, f"expected {show(expected)}, got {show(output)}")
 
 
+@inline_evaluator
 @mark_plain
 def contains(output: object, expected: object, *, case_sensitive: bool = True) -> Score:
     """Pass when `expected` occurs in `output`.
@@ -121,6 +128,7 @@ def contains(output: object, expected: object, *, case_sensitive: bool = True) -
     return _verdict(False, f"{show(expected)} not found{mode} {where} {show(output)}")
 
 
+@inline_evaluator
 @mark_plain
 def contains_ci(output: object, expected: object) -> Score:
     """`contains`, ignoring case (Unicode case folding).
@@ -217,6 +225,7 @@ def _combine(
     _check_children(kind, evaluators)
     children = tuple(evaluators)
     aware = tuple(is_session_aware(c) for c in children)
+    inline = all(is_inline_evaluator(c) for c in children)
     labels = _unique_names([evaluator_name(c) for c in children])
     name = f"{kind}({', '.join(evaluator_name(c) for c in children)})"
 
@@ -248,12 +257,12 @@ def _combine(
         def combined_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return run(output, expected, session)
 
-        return named(combined_aware, name, aware=True)
+        return named(combined_aware, name, aware=True, inline=inline)
 
     def combined(output: Any, expected: Any) -> Score:
         return run(output, expected, None)
 
-    return named(combined, name, aware=False)
+    return named(combined, name, aware=False, inline=inline)
 
 
 def _reason(score: Score) -> str:
@@ -364,14 +373,15 @@ def threshold(evaluator: Any, min_value: float) -> Any:
 def _wrap(
     name: str, evaluator: Callable[..., Any], transform: Callable[[Score], Score]
 ) -> Callable[..., Score]:
+    inline = is_inline_evaluator(evaluator)
     if is_session_aware(evaluator):
 
         def wrapped_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return transform(call_evaluator(evaluator, True, output, expected, session))
 
-        return named(wrapped_aware, name, aware=True)
+        return named(wrapped_aware, name, aware=True, inline=inline)
 
     def wrapped(output: Any, expected: Any) -> Score:
         return transform(call_evaluator(evaluator, False, output, expected, None))
 
-    return named(wrapped, name, aware=False)
+    return named(wrapped, name, aware=False, inline=inline)

@@ -1,4 +1,7 @@
-"""More output evaluators: regular expressions, JSON structures and numbers."""
+"""More output evaluators: regular expressions, JSON structures and numbers.
+
+Each is pure computation on the output, so each is marked `inline_evaluator`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Any
 from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 
-from ._evaluator_core import Evaluator, mark_plain, named, show
+from ._evaluator_core import Evaluator, inline_evaluator, mark_plain, named, show
 from ._types import Score
 
 __all__ = ["json_equal", "numeric_close", "regex_match", "regex_search"]
@@ -110,7 +113,7 @@ def _regex(
         return _verdict(False, f"no match for {shown} in output {show(text)}")
 
     label = "expected" if fixed is None else f"/{fixed.pattern}/"
-    return named(evaluate, f"{kind}({label})", aware=False)
+    return named(evaluate, f"{kind}({label})", aware=False, inline=True)
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -132,6 +135,7 @@ def _as_json(value: object) -> Any:
     return serde.dump(value)
 
 
+@inline_evaluator
 @mark_plain
 def json_equal(output: object, expected: object, *, ignore_extra_keys: bool = False) -> Score:
     """Pass when `output` and `expected` hold the same JSON structure.
@@ -260,4 +264,4 @@ def numeric_close(*, rel_tol: float = 1e-9, abs_tol: float = 0.0) -> Evaluator[o
 
     options = [f"rel_tol={rel_tol!r}"] if rel_tol != 1e-9 else []
     options += [f"abs_tol={abs_tol!r}"] if abs_tol != 0.0 else []
-    return named(evaluate, f"numeric_close({', '.join(options)})", aware=False)
+    return named(evaluate, f"numeric_close({', '.join(options)})", aware=False, inline=True)

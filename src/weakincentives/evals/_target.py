@@ -14,7 +14,10 @@ same way whatever the target:
   per sample);
 - an `async def` function is awaited on the event loop itself (no thread while it waits),
   recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
-  scored by `score_finished` in a worker thread (evaluators are sync and may call a judge).
+  scored by `score_finished` in a worker thread (evaluators are sync and may call a
+  judge), or right there on the event loop when the evaluator is plain and marked
+  `inline_evaluator` (it never blocks) and the sample has no environment: at high
+  concurrency a thread hop per sample costs more than an exact match.
 
 **Environments.** With an `environment_factory`, a task function gets the sample's
 environment as its `env` argument; an `AgentLoop` finds it in the session, seeded under
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from weakincentives.adapters import PromptResponse, ResponseCache
@@ -48,7 +52,13 @@ from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
 from ._environment import Environment
-from ._evaluator_core import SESSION_AWARE_ATTR, evaluator_name, is_session_aware
+from ._evaluator_core import (
+    INLINE_ATTR,
+    SESSION_AWARE_ATTR,
+    evaluator_name,
+    is_inline_evaluator,
+    is_session_aware,
+)
 from ._execute import SampleOutcome, execute_function, execute_sample, score_finished
 from ._fingerprint import qualified_name
 from ._trajectory import TRAJECTORY_SCORER_ATTR, is_trajectory_scorer
@@ -203,7 +213,11 @@ class _FunctionTarget(_LoopTarget):
 
 
 class _AsyncFunctionTarget:
-    """An `async def` task function, awaited on the event loop, scored in a worker thread."""
+    """An `async def` task function, awaited on the event loop, scored in a worker thread.
+
+    A plain inline evaluator (see `inline_evaluator`) scores a sample without an
+    environment on the event loop instead: same `score_finished`, no thread hop.
+    """
 
     def __init__(
         self,
@@ -218,6 +232,14 @@ class _AsyncFunctionTarget:
         self._identity = identity
         self._wants_session = wants_session
         self._wants_env = wants_env
+        scorer = options.scorer
+        # Session-aware and trajectory scorers read the session (and through it the
+        # sample's environment), which may block: they keep their thread.
+        self._score_inline = (
+            is_inline_evaluator(scorer)
+            and not is_trajectory_scorer(scorer)
+            and not is_session_aware(scorer)
+        )
 
     @property
     def identity(self) -> str:
@@ -260,6 +282,12 @@ class _AsyncFunctionTarget:
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript,
         )  # fmt: skip
+        if env is None and self._score_inline:
+            outcome = call()
+            # The thread hop was a checkpoint: keep one, so a function that never awaits
+            # still lets other tasks run and a cancellation (or timeout) reach this one.
+            await anyio.lowlevel.checkpoint()
+            return outcome
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
 
@@ -330,7 +358,9 @@ def prepare_scorer(
 
     Deciding the kind (plain, session-aware, trajectory) reads the signature; doing it once
     here keeps it off the per-sample path. Evaluators run in worker threads, so a
-    `threading.BoundedSemaphore` bounds concurrent judge calls.
+    `threading.BoundedSemaphore` bounds concurrent judge calls. The scorer is inline
+    (`inline_evaluator`: may run on the event loop) when `evaluator` is and no semaphore
+    is involved: waiting for one would block the event loop.
     """
     if not callable(evaluator):
         raise ConfigurationError(
@@ -354,4 +384,5 @@ def prepare_scorer(
     scorer.__name__ = scorer.__qualname__ = evaluator_name(evaluator)
     setattr(scorer, SESSION_AWARE_ATTR, aware)
     setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
+    setattr(scorer, INLINE_ATTR, judge_concurrency is None and is_inline_evaluator(evaluator))
     return scorer
