@@ -590,7 +590,7 @@ def test_cache_needs_an_adapter_with_a_cache_field() -> None:
         def evaluate(self, prompt: Any, **_: Any) -> Any:
             raise NotImplementedError
 
-    with pytest.raises(ConfigurationError, match="has no `cache` field"):
+    with pytest.raises(ConfigurationError, match="has no `with_cache"):
         run_eval(calc_samples(1), CalcLoop(adapter=Bare()), exact_match, cache=":memory:")
 
 

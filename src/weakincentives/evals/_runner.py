@@ -126,8 +126,8 @@ async def evaluate(
         resume: Id (or path) of a stored run to continue instead of creating one.
         retry_errors: On resume, run again the keys whose latest result is an error.
         cache: A `ResponseCache` (or a SQLite file path) for the target `AgentLoop`'s
-            adapter, which must have a `cache` field (`FunctionAdapter` does). The loop
-            passed in is not modified: the run uses a copy.
+            adapter, which must be a `CacheableAdapter` (`FunctionAdapter` and
+            `OpenAIAdapter` are). The loop passed in is not modified: the run uses a copy.
         environment_factory: `factory(sample) -> Environment` (sync or async), one per
             sample; its serialized end state is kept on `EvalResult.environment`.
         judge_concurrency: At most this many evaluator calls at once (LLM judges).

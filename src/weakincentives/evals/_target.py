@@ -31,20 +31,19 @@ returns, and its late result is discarded.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import inspect
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from weakincentives.adapters import PromptResponse, ResponseCache
+from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCache
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
@@ -324,16 +323,15 @@ def _env_bound(fn: Callable[..., Any], wants_session: bool) -> Callable[..., Any
 def _with_cache(loop: AgentLoop[Any, Any], cache: ResponseCache) -> AgentLoop[Any, Any]:
     """A shallow copy of `loop` whose adapter uses `cache` (the caller's loop is untouched)."""
     adapter = loop.adapter
-    if not dataclasses.is_dataclass(adapter) or "cache" not in {
-        f.name for f in dataclasses.fields(adapter)
-    }:
+    if not isinstance(adapter, CacheableAdapter):
         raise ConfigurationError(
             f"cache= cannot be applied: the adapter {type(adapter).__name__} of "
-            f"{type(loop).__name__} has no `cache` field; configure caching on the adapter "
+            f"{type(loop).__name__} has no `with_cache(cache)` method (see "
+            "weakincentives.adapters.CacheableAdapter); configure caching on the adapter "
             "itself, or leave cache= unset"
         )
     clone = copy.copy(loop)
-    clone.adapter = cast(Any, dataclasses.replace(cast(Any, adapter), cache=cache))
+    clone.adapter = adapter.with_cache(cache)
     return clone
 
 
