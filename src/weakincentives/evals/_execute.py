@@ -136,11 +136,31 @@ def execute_function(
         result = _error(request, delivery_count, latency, kind, exc, _NO_EXTRAS)
         return SampleOutcome(result, None, None, exc, "agent")
     latency = (clock.monotonic() - start) * 1000.0
+    return score_output(
+        output, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
+        delivery_count=delivery_count,
+    )  # fmt: skip
+
+
+def score_output(
+    output: Any,
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    latency_ms: float,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+) -> SampleOutcome:
+    """Score the output of a function run without a session (see `execute_function`).
+
+    `evaluator` must be plain (neither session-aware nor a trajectory scorer). The result
+    is the one `execute_sample` gives a `FunctionLoop` that returned `output`.
+    """
     if record_transcript and isinstance(output, str) and output:
         extras: _Extras = (_NO_EXTRAS[0], (ChatMessage(role="assistant", content=output),), ())
     else:
         extras = _NO_EXTRAS
-    return _score(evaluator, request, delivery_count, latency, extras, output, None, None)
+    return _score(evaluator, request, delivery_count, latency_ms, extras, output, None, None)
 
 
 def score_finished(

@@ -58,7 +58,13 @@ from ._evaluator_core import (
     is_inline_evaluator,
     is_session_aware,
 )
-from ._execute import SampleOutcome, execute_function, execute_sample, score_finished
+from ._execute import (
+    SampleOutcome,
+    execute_function,
+    execute_sample,
+    score_finished,
+    score_output,
+)
 from ._fingerprint import qualified_name
 from ._trajectory import TRAJECTORY_SCORER_ATTR, is_trajectory_scorer
 from ._types import EvalRequest, Score
@@ -255,6 +261,8 @@ class _AsyncFunctionTarget:
         limiter: anyio.CapacityLimiter,
     ) -> SampleOutcome:
         opts = self._options
+        if env is None and self._score_inline and not self._wants_session:
+            return await self._run_plain(request)
         session = Session(clock=opts.clock)
         session.dispatch(request.experiment)
         kwargs: dict[str, Any] = {}
@@ -288,6 +296,31 @@ class _AsyncFunctionTarget:
             await anyio.lowlevel.checkpoint()
             return outcome
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
+
+    async def _run_plain(self, request: EvalRequest[Any, Any]) -> SampleOutcome:
+        # Nothing reads a session (the function takes none, the scorer is plain and
+        # inline, no environment): skip making one, as `execute_function` does.
+        opts = self._options
+        deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
+        start = opts.clock.monotonic()
+        try:
+            output = await self._fn(request.sample.input)
+            if deadline is not None:
+                deadline.check(f"function {self._identity}")
+        except Exception as exc:
+            latency = (opts.clock.monotonic() - start) * 1000.0
+            outcome = score_finished(
+                exc, opts.scorer, request, latency_ms=latency,
+                record_transcript=opts.record_transcript,
+            )  # fmt: skip
+        else:
+            latency = (opts.clock.monotonic() - start) * 1000.0
+            outcome = score_output(
+                output, opts.scorer, request, latency_ms=latency,
+                record_transcript=opts.record_transcript,
+            )  # fmt: skip
+        await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
+        return outcome
 
 
 def seed_environment(env: Environment, session: Session) -> None:
