@@ -239,12 +239,20 @@ def dataset_sha256(path: StrPath, input_type: Any = Any, expected_type: Any = An
 def _canonical(sample: Sample[Any, Any]) -> bytes:
     record = {
         "id": sample.id,
-        "input": serde.dump(sample.input),
-        "expected": serde.dump(sample.expected),
-        "metadata": serde.dump(sample.metadata),
+        "input": _dumped(sample.input),
+        "expected": _dumped(sample.expected),
+        "metadata": _dumped(sample.metadata) if sample.metadata else {},
     }
     text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8") + b"\n"
+
+
+_AS_IS = frozenset({str, int, bool, type(None)})  # serde.dump returns these unchanged
+
+
+def _dumped(value: Any) -> Any:
+    # Runs per sample when a streamed dataset is hashed: skip serde for plain values.
+    return value if type(value) in _AS_IS else serde.dump(value)
 
 
 def _decode(raw: bytes, source: Path, lineno: int) -> str:
