@@ -15,6 +15,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+import weakincentives.evals._local_run as local_run
 from tests.helpers import calculator_model, calculator_tool
 from weakincentives.adapters import FunctionAdapter, ModelRequest, SQLiteResponseCache
 from weakincentives.clock import FakeClock
@@ -36,7 +37,14 @@ from weakincentives.evals import (
     trajectory_scorer,
 )
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
-from weakincentives.runtime import AgentLoop, PromptExecuted, Session, SessionView, ToolInvoked
+from weakincentives.runtime import (
+    AgentLoop,
+    PromptExecuted,
+    Session,
+    SessionView,
+    ToolInvoked,
+    WorkerThreads,
+)
 
 CALC = PromptTemplate[str](
     ns="tests",
@@ -610,3 +618,22 @@ def test_run_eval_refuses_to_block_an_event_loop() -> None:
 def test_evaluate_under_asyncio_with_partial() -> None:
     report = anyio.run(functools.partial(evaluate, upper_samples(4), str.upper, exact_match))
     assert report.pass_rate == 1.0
+
+
+@pytest.mark.parametrize(("samples", "concurrency", "expected"), [(3, 100, 3), (40, 8, 8)])
+def test_no_more_slot_threads_start_than_there_is_work(
+    monkeypatch: pytest.MonkeyPatch, samples: int, concurrency: int, expected: int
+) -> None:
+    sizes: list[int] = []
+
+    class Recording(WorkerThreads):
+        def __init__(self, max_workers: int, *, name: str = "wink") -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers, name=name)
+
+    monkeypatch.setattr(local_run, "WorkerThreads", Recording)
+
+    report = run_eval(upper_samples(samples), str.upper, exact_match, max_concurrent=concurrency)
+
+    assert report.total == samples
+    assert sizes == [expected]

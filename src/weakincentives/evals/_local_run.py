@@ -197,8 +197,15 @@ class LocalRun:
         limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         work = self._work()
         async with anyio.create_task_group() as tg:
-            for _ in range(self.settings.max_concurrent):
+            for _ in range(self._slots()):
                 tg.start_soon(self._worker, work, limiter)
+
+    def _slots(self) -> int:
+        """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
+        planned = self.planned
+        if planned is None:  # a stream of unknown length
+            return self.settings.max_concurrent
+        return max(1, min(self.settings.max_concurrent, planned - len(self.done)))
 
     def _work(self) -> Iterator[_Work]:
         # One generator shared by every worker task. `next()` on it never awaits, so the
@@ -238,9 +245,10 @@ class LocalRun:
         `PROGRESS_INTERVAL` seconds, in order, from the event loop's thread.
         """
         work = self._work()
-        pool = WorkerThreads(self.settings.max_concurrent, name="wink-eval")
+        slots = self._slots()
+        pool = WorkerThreads(slots, name="wink-eval")
         context = contextvars.copy_context()
-        for _ in range(self.settings.max_concurrent):
+        for _ in range(slots):
             # Each slot in its own copy of the caller's context, like a to_thread call.
             slot = functools.partial(self._thread_loop, call, work)
             pool.submit(functools.partial(context.copy().run, slot))
