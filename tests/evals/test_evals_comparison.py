@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import io
 import math
 
+import numpy as np
 import pytest
+import statsmodels.api as sm
+from rich.console import Console
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
 from weakincentives.evals import (
@@ -14,6 +18,7 @@ from weakincentives.evals import (
     compare_results,
     stats,
 )
+from weakincentives.evals._render import comparison_table
 
 # (baseline passed, treatment passed); None = the treatment errored (counts as not passed)
 PAIRS: dict[str, tuple[int, int | None]] = {
@@ -206,3 +211,130 @@ def test_compare_all_with_chosen_treatments() -> None:
     comparisons = compare_all(many_treatments(), "baseline", treatments=["large"])
     assert list(comparisons) == ["large"]
     assert comparisons["large"].p_value_holm == comparisons["large"].p_value
+
+
+# -- several epochs per sample: pairs are clustered by sample --------------------------------
+
+# per sample: (baseline passes, treatment passes) of 3 epochs; epochs mostly agree
+EPOCHS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
+    "s0": ((1, 1, 1), (1, 1, 1)),
+    "s1": ((0, 0, 0), (1, 1, 1)),
+    "s2": ((0, 0, 1), (1, 1, 1)),
+    "s3": ((1, 1, 1), (0, 0, 0)),
+    "s4": ((0, 0, 0), (1, 1, 0)),
+    "s5": ((0, 0, 0), (0, 0, 0)),
+    "s6": ((1, 0, 1), (1, 1, 1)),
+    "s7": ((0, 0, 0), (1, 1, 1)),
+}
+
+
+def epochs_report() -> EvalReport:
+    results = [
+        result(sid, name, bool(p), value=0.9 * p, epoch=epoch)
+        for name, side in (("baseline", 0), ("v2", 1))
+        for sid, sides in EPOCHS.items()
+        for epoch, p in enumerate(sides[side])
+    ]
+    return EvalReport(results=tuple(results))
+
+
+def epochs_columns() -> tuple[list[float], list[float], list[str]]:
+    base = [float(p) for b, _ in EPOCHS.values() for p in b]
+    treat = [float(p) for _, t in EPOCHS.values() for p in t]
+    return base, treat, [sid for sid in EPOCHS for _ in range(3)]
+
+
+def test_repeated_epochs_are_clustered_by_sample_without_mcnemar() -> None:
+    c = epochs_report().compare_experiments("baseline", "v2")
+    base, treat, clusters = epochs_columns()
+    expected = stats.paired_comparison(base, treat, binary=True, clusters=clusters)
+    assert c.paired == expected
+    assert c.n_pairs == 24
+    assert c.n_clusters == 8
+    assert c.mcnemar is None
+    assert c.test_name == "cluster-robust z-test"
+    assert c.p_value == expected.p_value
+    assert c.delta_ci == expected.interval
+    assert c.bootstrap_ci == expected.bootstrap_interval
+    assert c.minimum_detectable_effect == expected.minimum_detectable_effect
+    scores = stats.paired_comparison(
+        [0.9 * x for x in base], [0.9 * x for x in treat], clusters=clusters
+    )
+    assert c.score_paired == scores
+    naive = stats.paired_comparison(base, treat)
+    assert c.delta == naive.delta
+    assert c.delta_ci.width > naive.interval.width
+    assert c.p_value > stats.mcnemar(*c.discordant).p_value
+
+
+def test_clustered_p_value_matches_statsmodels_cluster_robust_ols() -> None:
+    c = epochs_report().compare_experiments("baseline", "v2", confidence=0.9)
+    base, treat, clusters = epochs_columns()
+    differences = np.subtract(treat, base)
+    fit = sm.OLS(differences, np.ones_like(differences)).fit(
+        cov_type="cluster", cov_kwds={"groups": np.unique(clusters, return_inverse=True)[1]}
+    )
+    low, high = fit.conf_int(alpha=0.1)[0]
+    assert c.paired is not None
+    assert c.paired.se == pytest.approx(fit.bse[0], rel=1e-9)
+    assert c.p_value == pytest.approx(fit.pvalues[0], rel=1e-9)
+    assert c.delta_ci.low == pytest.approx(low, abs=1e-9)
+    assert c.delta_ci.high == pytest.approx(high, abs=1e-9)
+
+
+def test_clustered_flips_stay_per_sample_and_epoch() -> None:
+    c = epochs_report().compare_experiments("baseline", "v2")
+    assert [(f.sample_id, f.epoch) for f in c.regressions] == [("s3", 0), ("s3", 1), ("s3", 2)]
+    improved = [(f.sample_id, f.epoch) for f in c.improvements]
+    assert improved[:5] == [("s1", 0), ("s1", 1), ("s1", 2), ("s2", 0), ("s2", 1)]
+    assert ("s6", 1) in improved
+    assert c.discordant == (3, 11)
+
+
+def test_one_epoch_per_sample_is_not_clustered(comparison: ExperimentComparison) -> None:
+    assert comparison.n_clusters is None
+    assert comparison.test_name == "McNemar exact"
+    assert comparison.mcnemar is not None
+
+
+def test_only_repeats_inside_the_pairing_cluster() -> None:
+    # Epoch 1 of "a" ran under the baseline only: one pair per sample, nothing clustered.
+    baseline = [result("a", "b", True, epoch=0), result("a", "b", False, epoch=1)]
+    baseline.append(result("z", "b", True))
+    treatment = [result("a", "t", False, epoch=0), result("z", "t", False)]
+    c = compare_results(baseline, treatment, baseline_name="b", treatment_name="t")
+    assert c.n_clusters is None
+    assert c.mcnemar is not None
+
+
+def test_clustered_pairs_of_one_sample_have_no_p_value_and_no_adjustment() -> None:
+    results = [result("a", "baseline", bool(e % 2), epoch=e) for e in range(4)]
+    results += [result("a", "one", True, epoch=e) for e in range(4)]
+    results += [result("b", "baseline", False)]  # "one" never ran "b"
+    comparisons = compare_all(EvalReport(results=tuple(results)), "baseline")
+    c = comparisons["one"]
+    assert c.n_clusters == 1
+    assert math.isnan(c.p_value)
+    assert math.isnan(c.delta_ci.low)
+    assert c.test_name == "cluster-robust z-test"
+    assert c.p_value_holm is None
+    assert "p-value n/a (a single sample)" in _rendered(c)
+
+
+def _rendered(c: ExperimentComparison) -> str:
+    buffer = io.StringIO()
+    Console(file=buffer, width=100).print(comparison_table(c))
+    return " ".join(buffer.getvalue().split())
+
+
+def test_clustered_comparison_renders_its_test_and_samples() -> None:
+    c = epochs_report().compare_experiments("baseline", "v2")
+    text = _rendered(c)
+    assert "(95% CI, 24 pairs in 8 samples)" in text
+    assert f"p-value {c.p_value:.3f} (cluster-robust z-test)" in text
+    assert "Discordant 3 pass->fail, 11 fail->pass" in text
+
+
+def test_compare_all_adjusts_clustered_p_values() -> None:
+    comparisons = compare_all(epochs_report(), "baseline")
+    assert comparisons["v2"].p_value_holm == comparisons["v2"].p_value

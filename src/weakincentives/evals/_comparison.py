@@ -5,6 +5,14 @@ McNemar, bootstrap, detectable effect) use the pairs only; samples that ran unde
 experiment but not the other are counted in `unpaired_baseline` / `unpaired_treatment`
 and never silently dropped. The headline pass rates use *all* results of each experiment.
 Errors count as not passed (and score 0) everywhere.
+
+Epochs: when some sample has more than one paired epoch, the pairs of one sample are
+the same question asked again, not independent evidence. The paired statistics are then
+clustered by sample (`stats.paired_comparison(..., clusters=sample_ids)`): CR1
+cluster-robust SE, interval and z-test, a bootstrap that resamples samples, and no
+McNemar (it assumes independent pairs); `test_name` says which test gave `p_value`.
+Flipped pairs are still listed per `(sample_id, epoch)`. With one epoch per sample
+nothing is clustered.
 """
 
 from __future__ import annotations
@@ -63,9 +71,12 @@ class ExperimentComparison:
     n_pairs: int
     """Number of `(sample_id, epoch)` pairs present in both experiments."""
     paired: stats.PairedComparison | None
-    """Paired comparison of pass/fail (1/0) on the pairs, with McNemar; None without pairs."""
+    """Paired comparison of pass/fail (1/0) on the pairs; None without pairs.
+
+    With McNemar's test, or clustered by sample (no McNemar) when epochs repeat."""
     score_paired: stats.PairedComparison | None
-    """Paired comparison of scores (errors = 0) on the pairs; None without pairs."""
+    """Paired comparison of scores (errors = 0) on the pairs, clustered like `paired`;
+    None without pairs."""
     regressions: tuple[FlippedSample, ...]
     """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
     improvements: tuple[FlippedSample, ...]
@@ -109,8 +120,16 @@ class ExperimentComparison:
         return self.paired.delta if self.paired is not None else math.nan
 
     @property
+    def n_clusters(self) -> int | None:
+        """Samples the pairs are clustered by when some sample repeats, else None."""
+        return self.paired.n_clusters if self.paired is not None else None
+
+    @property
     def delta_ci(self) -> stats.Interval:
-        """Normal interval of the paired delta (NaN ends with fewer than 2 pairs)."""
+        """Normal interval of the paired delta, cluster-robust when clustered.
+
+        NaN ends with fewer than 2 pairs (clustered: fewer than 2 samples).
+        """
         return self.paired.interval if self.paired else stats.Interval(math.nan, math.nan)
 
     @property
@@ -122,19 +141,33 @@ class ExperimentComparison:
 
     @property
     def mcnemar(self) -> stats.McNemarResult | None:
-        """McNemar's test on the discordant pairs (None without pairs)."""
+        """McNemar's test on the discordant pairs; None without pairs or when clustered."""
         return self.paired.mcnemar if self.paired is not None else None
 
     @property
     def p_value(self) -> float:
         """Two-sided p-value of the pass/fail difference (NaN without pairs).
 
-        McNemar's test on the discordant pairs, exact up to 25 of them.
+        McNemar's test on the discordant pairs, exact up to 25 of them; when clustered,
+        the cluster-robust z-test of `paired` (NaN with a single sample). `test_name` says
+        which.
         """
         test = self.mcnemar
         if test is not None:
             return test.p_value
         return self.paired.p_value if self.paired is not None else math.nan
+
+    @property
+    def test_name(self) -> str | None:
+        """The test behind `p_value`; None without pairs.
+
+        `"McNemar exact"`, `"McNemar chi-square"`, or `"cluster-robust z-test"` when the
+        pairs are clustered by sample.
+        """
+        test = self.mcnemar
+        if test is not None:
+            return "McNemar exact" if test.exact else "McNemar chi-square"
+        return self.paired.test_name if self.paired is not None else None
 
     @property
     def discordant(self) -> tuple[int, int]:
@@ -143,7 +176,10 @@ class ExperimentComparison:
 
     @property
     def minimum_detectable_effect(self) -> float:
-        """Smallest pass-rate delta these pairs detect at 80% power (NaN under 2 pairs)."""
+        """Smallest pass-rate delta these pairs detect at 80% power (NaN under 2 pairs).
+
+        Clustered, it follows the cluster-robust SE (NaN under 2 samples).
+        """
         return self.paired.minimum_detectable_effect if self.paired is not None else math.nan
 
     @property
@@ -162,13 +198,20 @@ def compare_results(
     bootstrap_resamples: int = 2000,
     seed: int = 0,
 ) -> ExperimentComparison:
-    """Compare two lists of results pair by pair (see the module docstring)."""
+    """Compare two lists of results pair by pair (see the module docstring).
+
+    When some sample has more than one paired epoch, the paired statistics are clustered
+    by sample (cluster-robust, without McNemar); otherwise pairs are independent.
+    """
     base_all = tuple(baseline)
     treat_all = tuple(treatment)
     base, base_dups = _index(base_all)
     treat, treat_dups = _index(treat_all)
     keys = [key for key in base if key in treat]
     pairs = [(base[key], treat[key]) for key in keys]
+    samples = [sample_id for sample_id, _ in keys]
+    # Cluster by sample only when some sample has several paired epochs.
+    clusters = samples if len(set(samples)) < len(samples) else None
     paired = score_paired = None
     if pairs:
         paired = stats.paired_comparison(
@@ -178,6 +221,7 @@ def compare_results(
             confidence=confidence,
             bootstrap_resamples=bootstrap_resamples,
             seed=seed,
+            clusters=clusters,
         )
         score_paired = stats.paired_comparison(
             [score_of(b) for b, _ in pairs],
@@ -185,6 +229,7 @@ def compare_results(
             confidence=confidence,
             bootstrap_resamples=bootstrap_resamples,
             seed=seed,
+            clusters=clusters,
         )
     return ExperimentComparison(
         baseline_name=baseline_name,
@@ -216,7 +261,8 @@ def compare_all(
     With many treatments some "significant" result is likely by chance, so each
     comparison also carries its Holm (family-wise) and Benjamini-Hochberg (false
     discovery rate) adjusted p-values over the family; compare those with alpha.
-    Comparisons without pairs have no p-value and are left out of the adjustment.
+    Comparisons without a p-value (no pairs, or clustered pairs of a single sample) are
+    left out of the adjustment.
 
     Raises:
         ConfigurationError: an experiment name has no results.

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
     from weakincentives.runtime.agent_loop import AgentLoop
 
-__all__ = ["SampleOutcome", "execute_function", "execute_sample", "score_finished"]
+__all__ = ["SampleOutcome", "execute_function", "execute_sample", "score_finished", "score_output"]
 
 
 @dataclass(frozen=True, slots=True)

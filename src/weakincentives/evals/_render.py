@@ -92,9 +92,11 @@ def comparison_table(comparison: ExperimentComparison) -> Table:
         table.add_row("Paired delta", "n/a (no pairs)")
     else:
         bounds = _bounds(c.delta_ci) or "[n/a]"
+        pairs = f"{c.n_pairs} pairs"
+        if c.n_clusters is not None:
+            pairs += f" in {c.n_clusters} samples"
         table.add_row(
-            "Paired delta",
-            f"{_pts(c.delta)} {bounds} ({c.paired.confidence:.0%} CI, {c.n_pairs} pairs)",
+            "Paired delta", f"{_pts(c.delta)} {bounds} ({c.paired.confidence:.0%} CI, {pairs})"
         )
     table.add_row("Bootstrap CI", _pts_interval(c.bootstrap_ci))
     table.add_row("p-value", _p_value_text(c))
@@ -157,10 +159,8 @@ def _table(title: str) -> Table:
 
 def _p_value_text(c: ExperimentComparison) -> str:
     if math.isnan(c.p_value):
-        return "n/a (no pairs)"
-    test = c.mcnemar
-    method = "McNemar exact" if test and test.exact else "McNemar chi-square"
-    text = f"{_p(c.p_value)} ({method})"
+        return "n/a (no pairs)" if c.paired is None else "n/a (a single sample)"
+    text = f"{_p(c.p_value)} ({c.test_name})"
     if c.p_value_holm is not None:
         text += f", Holm {_p(c.p_value_holm)}"
     return text

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
@@ -167,3 +168,155 @@ def test_paired_comparison_rejects_bad_input(
 ) -> None:
     with pytest.raises(InvalidStatisticError, match=match):
         paired_comparison(baseline, treatment, **kwargs)
+
+
+# -- clustered pairs (several epochs per sample) ---------------------------------------------
+
+
+def _clustered_pairs(
+    rng: np.random.Generator, n_clusters: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unbalanced clusters (every one present) with a cluster effect on the differences."""
+    groups = rng.integers(0, n_clusters, n)
+    groups[:n_clusters] = np.arange(n_clusters)
+    base = rng.normal(0.5, 0.2, n)
+    treat = base + rng.normal(0.05, 0.2, n_clusters)[groups] + rng.normal(0, 0.1, n)
+    return base, treat, groups
+
+
+def test_clustered_comparison_matches_statsmodels_cluster_robust_ols() -> None:
+    rng = np.random.default_rng(21)
+    for _ in range(100):
+        n_clusters = int(rng.integers(2, 40))
+        base, treat, groups = _clustered_pairs(rng, n_clusters, int(rng.integers(n_clusters, 300)))
+        confidence = float(rng.choice([0.9, 0.95, 0.99]))
+        keys = [f"sample-{g}" for g in groups]
+        result = paired_comparison(
+            base.tolist(), treat.tolist(), clusters=keys, confidence=confidence,
+            bootstrap_resamples=0,
+        )  # fmt: skip
+        diffs = treat - base
+        fit = sm.OLS(diffs, np.ones_like(diffs)).fit(
+            cov_type="cluster", cov_kwds={"groups": groups}
+        )
+        low, high = fit.conf_int(alpha=1 - confidence)[0]
+        assert result.delta == pytest.approx(fit.params[0], rel=1e-9, abs=1e-12)
+        assert result.se == pytest.approx(fit.bse[0], rel=1e-9)
+        assert result.statistic == pytest.approx(fit.tvalues[0], rel=1e-9)
+        assert result.p_value == pytest.approx(fit.pvalues[0], rel=1e-9, abs=1e-300)
+        assert result.low == pytest.approx(low, abs=1e-9)
+        assert result.high == pytest.approx(high, abs=1e-9)
+        assert result.n_clusters == n_clusters
+        assert result.naive_se == pytest.approx(stats.sem(diffs), rel=1e-9)
+        assert result.sd == pytest.approx(np.std(diffs, ddof=1), rel=1e-9)
+        assert result.test_name == "cluster-robust z-test"
+        assert result.differences == pytest.approx(diffs.tolist())
+
+
+def _per_sample_means(values: np.ndarray, epochs: int) -> np.ndarray:
+    return np.asarray(values.reshape(-1, epochs).mean(axis=1))
+
+
+@pytest.mark.parametrize("epochs", [2, 3, 5])
+def test_equal_epochs_equal_the_paired_analysis_of_per_sample_means(epochs: int) -> None:
+    rng = np.random.default_rng(22 + epochs)
+    n_samples = 40
+    groups = np.repeat(np.arange(n_samples), epochs)
+    base = rng.normal(0.5, 0.2, groups.size)
+    treat = base + rng.normal(0.05, 0.2, n_samples)[groups] + rng.normal(0, 0.1, groups.size)
+    result = paired_comparison(base.tolist(), treat.tolist(), clusters=groups.tolist(), seed=4)
+    means = _per_sample_means(treat - base, epochs)
+    reference = stats.ttest_1samp(means, 0.0)
+    z = stats.norm.isf(0.025)
+    assert result.se == pytest.approx(stats.sem(means), rel=1e-9)
+    assert result.statistic == pytest.approx(reference.statistic, rel=1e-9)
+    assert result.p_value == pytest.approx(2 * stats.norm.sf(abs(reference.statistic)), rel=1e-9)
+    assert result.low == pytest.approx(means.mean() - z * stats.sem(means), abs=1e-9)
+    assert result.high == pytest.approx(means.mean() + z * stats.sem(means), abs=1e-9)
+    assert result.minimum_detectable_effect == pytest.approx(
+        minimum_detectable_effect(n_samples, sd=float(np.std(means, ddof=1))), rel=1e-9
+    )
+    # The cluster bootstrap draws samples as the pair bootstrap of the per-sample means does.
+    of_means = paired_comparison(
+        _per_sample_means(base, epochs).tolist(), _per_sample_means(treat, epochs).tolist(), seed=4
+    )
+    assert result.bootstrap_resamples == 2000
+    assert result.bootstrap_low == pytest.approx(of_means.bootstrap_low, abs=1e-9)
+    assert result.bootstrap_high == pytest.approx(of_means.bootstrap_high, abs=1e-9)
+
+
+@pytest.mark.parametrize("epochs", [2, 4])
+def test_clustered_interval_is_wider_than_naive_when_epochs_agree(epochs: int) -> None:
+    rng = np.random.default_rng(23)
+    n_samples = 30
+    base = np.repeat(rng.integers(0, 2, n_samples), epochs).astype(float)
+    treat = np.repeat(rng.integers(0, 2, n_samples), epochs).astype(float)
+    clusters = np.repeat(np.arange(n_samples), epochs).tolist()
+    naive = paired_comparison(base.tolist(), treat.tolist())
+    clustered = paired_comparison(base.tolist(), treat.tolist(), clusters=clusters)
+    assert clustered.delta == naive.delta
+    assert clustered.interval.width > naive.interval.width
+    assert clustered.bootstrap_interval.width > naive.bootstrap_interval.width
+    assert clustered.minimum_detectable_effect > naive.minimum_detectable_effect
+    assert clustered.p_value > naive.p_value
+    # Identical epochs: the variance grows by exactly (G * m - 1) / (G - 1).
+    expected = (n_samples * epochs - 1) / (n_samples - 1)
+    assert clustered.design_effect == pytest.approx(expected, rel=1e-9)
+    assert clustered.naive_se == pytest.approx(naive.se, rel=1e-12)
+    assert naive.design_effect == 1.0
+
+
+def test_clustered_binary_scores_get_no_mcnemar() -> None:
+    baseline = [1, 1, 0, 0, 1, 0, 1, 0]
+    treatment = [1, 0, 1, 1, 1, 1, 0, 1]
+    clusters = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    result = paired_comparison(baseline, treatment, clusters=clusters, binary=True)
+    assert result.mcnemar is None
+    assert result.clustered
+    assert paired_comparison(baseline, treatment).test_name == "paired z-test"
+    with pytest.raises(InvalidStatisticError, match="binary=True"):
+        paired_comparison([0.5, 1.0], [1.0, 0.0], clusters=["a", "b"], binary=True)
+
+
+def test_singleton_clusters_give_the_unclustered_numbers_without_mcnemar() -> None:
+    rng = np.random.default_rng(24)
+    base = rng.integers(0, 2, 50).astype(float).tolist()
+    treat = rng.integers(0, 2, 50).astype(float).tolist()
+    naive = paired_comparison(base, treat)
+    singletons = paired_comparison(base, treat, clusters=range(50))
+    assert singletons.se == pytest.approx(naive.se, rel=1e-12)
+    assert singletons.p_value == pytest.approx(naive.p_value, rel=1e-9)
+    assert (singletons.n_clusters, naive.n_clusters) == (50, None)
+    assert naive.mcnemar is not None
+    assert singletons.mcnemar is None
+
+
+def test_one_cluster_has_unknown_spread() -> None:
+    result = paired_comparison([0.0, 1.0, 0.0], [1.0, 1.0, 0.0], clusters=["a", "a", "a"])
+    assert result.delta == pytest.approx(1 / 3)
+    assert result.n_clusters == 1
+    assert result.sd > 0
+    assert all(
+        math.isnan(x)
+        for x in (
+            result.se, result.p_value, result.low, result.high, result.bootstrap_low,
+            result.minimum_detectable_effect, result.design_effect,
+        )
+    )  # fmt: skip
+    assert result.bootstrap_resamples == 0
+
+
+@pytest.mark.parametrize(("shift", "p_value"), [(0.0, 1.0), (0.25, 0.0), (-0.25, 0.0)])
+def test_clustered_equal_differences_give_zero_se(shift: float, p_value: float) -> None:
+    baseline = [0.0, 0.25, 0.5, 0.75, 0.5, 0.25]
+    result = paired_comparison(
+        baseline, [x + shift for x in baseline], clusters=["a", "a", "b", "b", "c", "c"]
+    )
+    assert result.se == 0.0
+    assert result.p_value == p_value
+    assert (result.low, result.high) == (result.delta, result.delta)
+
+
+def test_clusters_must_align_with_the_pairs() -> None:
+    with pytest.raises(InvalidStatisticError, match="lengths 2 and 3"):
+        paired_comparison([1.0, 0.0], [1.0, 1.0], clusters=["a", "a", "b"])

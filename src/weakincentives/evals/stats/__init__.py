@@ -15,7 +15,8 @@ Rates and means:
 Comparing experiments:
 
 - `paired_comparison(baseline, treatment)` -> `PairedComparison`: per-sample A/B delta,
-  paired SE, correlation, interval, p-value, McNemar, seeded bootstrap, detectable effect.
+  paired SE, correlation, interval, p-value, McNemar, seeded bootstrap, detectable effect;
+  with `clusters=` (e.g. sample ids when epochs repeat) all of it is cluster-robust (CR1).
 - `mcnemar(b, c)` -> `McNemarResult`: exact when `b + c <= 25`, else chi-square.
 - `holm(p_values)`, `benjamini_hochberg(p_values)`: adjusted p-values for many tests.
 

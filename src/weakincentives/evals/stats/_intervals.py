@@ -5,10 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from weakincentives.errors import InvalidStatisticError
 
 from ._normal import as_count, as_values, check_same_length, critical_value
+
+if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
+    import numpy as np
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,16 +197,9 @@ def clustered_mean(
     z = critical_value(confidence)
     n = int(array.size)
     mean = float(np.mean(array))
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(key, len(index)) for key in clusters), np.intp, n)
-    n_clusters = len(index)
-    sums = np.bincount(codes, weights=array - mean, minlength=n_clusters)
+    codes, n_clusters = cluster_codes(clusters)
     nan = math.nan
-    se = (
-        math.sqrt(n_clusters / (n_clusters - 1) * float(np.sum(sums * sums))) / n
-        if n_clusters > 1
-        else nan
-    )
+    se = cr1_se(array - mean, codes, n_clusters) if n_clusters > 1 else nan
     naive_se = float(np.std(array, ddof=1)) / math.sqrt(n) if n > 1 else nan
     design_effect = (se / naive_se) ** 2 if naive_se > 0 else nan
     return ClusteredEstimate(
@@ -215,3 +213,27 @@ def clustered_mean(
         high=mean + z * se,
         confidence=confidence,
     )
+
+
+def cluster_codes(clusters: Sequence[Hashable]) -> tuple[npt.NDArray[np.intp], int]:
+    """Return `(codes, n_clusters)`: each key as `0..n_clusters-1`, in order of first sight."""
+    import numpy as np
+
+    index: dict[Hashable, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(key, len(index)) for key in clusters), np.intp, len(clusters)
+    )
+    return codes, len(index)
+
+
+def cr1_se(
+    residuals: npt.NDArray[np.float64], codes: npt.NDArray[np.intp], n_clusters: int
+) -> float:
+    """Return the CR1 standard error of a mean from its residuals (needs `n_clusters >= 2`).
+
+    `sqrt(G / (G - 1) * sum_g(S_g ** 2)) / n`, with `S_g` the sum of cluster `g`'s residuals.
+    """
+    import numpy as np
+
+    sums = np.bincount(codes, weights=residuals, minlength=n_clusters)
+    return math.sqrt(n_clusters / (n_clusters - 1) * float(np.sum(sums * sums))) / residuals.size

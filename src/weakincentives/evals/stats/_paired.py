@@ -1,16 +1,21 @@
-"""Paired A/B comparison of two experiments scored on the same samples, and McNemar's test."""
+"""Paired A/B comparison of two experiments scored on the same samples, and McNemar's test.
+
+Pairs are independent unless `clusters` says otherwise: repeated epochs of one sample are
+the same question asked again, so `paired_comparison(..., clusters=sample_ids)` makes the
+standard error, interval, test and bootstrap cluster-robust (see its docstring).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from weakincentives.errors import InvalidStatisticError
 
-from ._intervals import Interval
-from ._normal import as_count, as_values, critical_value, two_sided_p
+from ._intervals import Interval, cluster_codes, cr1_se
+from ._normal import as_count, as_values, check_same_length, critical_value, two_sided_p
 from ._power import minimum_detectable_effect
 
 if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
@@ -77,7 +82,8 @@ class PairedComparison:
 
     Differences are `treatment - baseline`, so a positive `delta` means the treatment
     scored higher. Fields that need a spread (`sd`, `se`, the intervals, the test) are NaN
-    when `n < 2`.
+    when `n < 2`; when clustered (`n_clusters` is set), `se`, the intervals, the test and
+    the detectable effect are also NaN with fewer than two clusters.
     """
 
     n: int
@@ -87,11 +93,11 @@ class PairedComparison:
     treatment_mean: float
     """Mean score of the treatment."""
     delta: float
-    """Mean of the per-sample differences, `treatment_mean - baseline_mean`."""
+    """Mean of the per-pair differences, `treatment_mean - baseline_mean`."""
     sd: float
     """Standard deviation of the differences (`ddof=1`)."""
     se: float
-    """Paired standard error of `delta`, `sd / sqrt(n)`."""
+    """Standard error of `delta`: `sd / sqrt(n)`, or the cluster-robust CR1 SE if clustered."""
     correlation: float
     """Pearson correlation of baseline and treatment scores; NaN if either is constant.
 
@@ -101,23 +107,36 @@ class PairedComparison:
     high: float
     """Upper end of the normal confidence interval of `delta`."""
     statistic: float
-    """`delta / se` (equals scipy's `ttest_rel` statistic); `+-inf` or 0 when `se == 0`."""
+    """`delta / se`; `+-inf` or 0 when `se == 0`.
+
+    Unclustered it equals scipy's `ttest_rel` statistic; clustered, statsmodels' z-value."""
     p_value: float
-    """Two-sided normal p-value of `statistic`; 1.0 or 0.0 when all differences are equal."""
+    """Two-sided normal p-value of `statistic` (the test named by `test_name`); 1.0 or 0.0
+    when `se == 0`, e.g. when all differences are equal."""
     mcnemar: McNemarResult | None
-    """McNemar's test when both score lists are binary, else None."""
+    """McNemar's test when both score lists are binary and the pairs are not clustered.
+
+    None otherwise: McNemar assumes independent pairs, which clustered pairs are not."""
     bootstrap_low: float
-    """Lower end of the seeded paired-bootstrap percentile interval of `delta`."""
+    """Lower end of the seeded bootstrap percentile interval of `delta`.
+
+    The bootstrap resamples pairs, or whole clusters when clustered."""
     bootstrap_high: float
-    """Upper end of the seeded paired-bootstrap percentile interval of `delta`."""
+    """Upper end of the seeded bootstrap percentile interval of `delta`."""
     bootstrap_resamples: int
     """Number of bootstrap resamples; 0 means the bootstrap was skipped (NaN ends)."""
     minimum_detectable_effect: float
-    """Smallest `delta` this n detects at alpha = 1 - confidence and power 0.8, from `sd`."""
+    """Smallest `delta` detected at alpha = 1 - confidence and power 0.8.
+
+    `(z_alpha + z_power) * se`; for unclustered pairs, `minimum_detectable_effect(n, sd=sd)`."""
     confidence: float
     """Coverage of both intervals, e.g. `0.95`."""
     differences: tuple[float, ...] = field(repr=False)
-    """Per-sample differences `treatment[i] - baseline[i]`, in input order."""
+    """Per-pair differences `treatment[i] - baseline[i]`, in input order."""
+    n_clusters: int | None = None
+    """Number of distinct clusters when the statistics are cluster-robust, else None."""
+    naive_se: float = math.nan
+    """SE that ignores clusters, `sd / sqrt(n)`; equals `se` when not clustered."""
 
     @property
     def interval(self) -> Interval:
@@ -128,6 +147,46 @@ class PairedComparison:
     def bootstrap_interval(self) -> Interval:
         """`Interval(bootstrap_low, bootstrap_high)` of `delta`."""
         return Interval(self.bootstrap_low, self.bootstrap_high)
+
+    @property
+    def clustered(self) -> bool:
+        """Whether the statistics are cluster-robust."""
+        return self.n_clusters is not None
+
+    @property
+    def test_name(self) -> str:
+        """The test behind `p_value`: `"paired z-test"` or `"cluster-robust z-test"`."""
+        return "cluster-robust z-test" if self.clustered else "paired z-test"
+
+    @property
+    def design_effect(self) -> float:
+        """`(se / naive_se) ** 2`: how many times clustering grows the variance (1 unclustered).
+
+        NaN when `naive_se` is 0 or unknown.
+        """
+        if not self.naive_se > 0:
+            return math.nan
+        return (self.se / self.naive_se) ** 2
+
+
+class _Spread(NamedTuple):
+    """What a paired comparison computes from the spread of the differences."""
+
+    sd: float
+    se: float
+    naive_se: float
+    statistic: float
+    p_value: float
+    low: float
+    high: float
+    mde: float
+    bootstrap_low: float
+    bootstrap_high: float
+    bootstrap_resamples: int
+
+
+_NAN = math.nan
+_UNKNOWN = _Spread(_NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, 0)
 
 
 def _is_binary(values: npt.NDArray[np.float64]) -> bool:
@@ -144,43 +203,123 @@ def _correlation(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> floa
 
 
 def _bootstrap(
-    differences: npt.NDArray[np.float64], resamples: int, confidence: float, seed: int
+    totals: npt.NDArray[np.float64],
+    resamples: int,
+    confidence: float,
+    seed: int,
+    sizes: npt.NDArray[np.float64] | None = None,
 ) -> tuple[float, float]:
+    """Percentile interval of the mean over `resamples` draws of `totals` with replacement.
+
+    Unclustered, `totals` are the differences. Clustered, they are the per-cluster sums of
+    the differences and `sizes` the pairs per cluster: a draw picks whole clusters and its
+    mean is over all of their pairs.
+    """
     import numpy as np
 
-    n = differences.size
+    n = totals.size
     rng = np.random.default_rng(seed)
     rows = max(1, _BOOTSTRAP_CHUNK // n)
     means = np.empty(resamples)
     for start in range(0, resamples, rows):
         stop = min(start + rows, resamples)
         indices = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = differences[indices].mean(axis=1)
+        if sizes is None:
+            means[start:stop] = totals[indices].mean(axis=1)
+        else:
+            means[start:stop] = totals[indices].sum(axis=1) / sizes[indices].sum(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)
 
 
-def _z_test(
-    differences: npt.NDArray[np.float64], delta: float
-) -> tuple[float, float, float, float]:
-    """Return `(sd, se, statistic, p_value)` of a z-test of mean zero on `n >= 2` values."""
+def _sd(differences: npt.NDArray[np.float64]) -> float:
+    """Sample standard deviation (`ddof=1`) of `n >= 2` values, exactly 0 when all are equal."""
     import numpy as np
 
     # Equal values have exactly zero spread; np.std may return a rounding error instead.
-    constant = bool(np.all(differences == differences[0]))
-    sd = 0.0 if constant else float(np.std(differences, ddof=1))
-    se = sd / math.sqrt(differences.size)
+    if bool(np.all(differences == differences[0])):
+        return 0.0
+    return float(np.std(differences, ddof=1))
+
+
+def _z_test(delta: float, se: float) -> tuple[float, float]:
+    """Return `(statistic, p_value)` of the two-sided z-test of `delta == 0`."""
     if se > 0:
         statistic = delta / se
-        return sd, se, statistic, two_sided_p(statistic)
+        return statistic, two_sided_p(statistic)
     if delta == 0:
-        return sd, se, 0.0, 1.0
-    return sd, se, math.copysign(math.inf, delta), 0.0
+        return 0.0, 1.0
+    return math.copysign(math.inf, delta), 0.0
+
+
+def _independent_spread(
+    differences: npt.NDArray[np.float64],
+    delta: float,
+    *,
+    z: float,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> _Spread:
+    """The spread of independent pairs: paired z-test, pair bootstrap."""
+    n = differences.size
+    if n < 2:
+        return _UNKNOWN
+    sd = _sd(differences)
+    se = sd / math.sqrt(n)
+    statistic, p_value = _z_test(delta, se)
+    mde = minimum_detectable_effect(n, sd=sd, alpha=1.0 - confidence, power=_MDE_POWER)
+    boot = (
+        _bootstrap(differences, resamples, confidence, seed)
+        if resamples > 0
+        else (math.nan, math.nan)
+    )
+    return _Spread(
+        sd, se, se, statistic, p_value, delta - z * se, delta + z * se, mde, *boot, resamples
+    )
+
+
+def _clustered_spread(
+    differences: npt.NDArray[np.float64],
+    delta: float,
+    clusters: Sequence[Hashable],
+    *,
+    z: float,
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> tuple[_Spread, int]:
+    """The spread of clustered pairs and the number of clusters: CR1 z-test, cluster bootstrap."""
+    import numpy as np
+
+    n = differences.size
+    codes, n_clusters = cluster_codes(clusters)
+    sd = _sd(differences) if n >= 2 else math.nan
+    naive_se = sd / math.sqrt(n)
+    if n_clusters < 2:
+        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), n_clusters
+    se = 0.0 if sd == 0.0 else cr1_se(differences - delta, codes, n_clusters)
+    statistic, p_value = _z_test(delta, se)
+    # The detectable effect of a mean whose standard error is `se`: (z_alpha + z_power) * se.
+    mde = minimum_detectable_effect(1, sd=se, alpha=1.0 - confidence, power=_MDE_POWER)
+    boot = (math.nan, math.nan)
+    if resamples > 0:
+        sums = np.bincount(codes, weights=differences, minlength=n_clusters).astype(np.float64)
+        sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
+        boot = _bootstrap(sums, resamples, confidence, seed, sizes)
+    spread = _Spread(
+        sd, se, naive_se, statistic, p_value, delta - z * se, delta + z * se, mde, *boot, resamples
+    )
+    return spread, n_clusters
 
 
 def _mcnemar_of(
-    baseline: npt.NDArray[np.float64], treatment: npt.NDArray[np.float64], binary: bool | None
+    baseline: npt.NDArray[np.float64],
+    treatment: npt.NDArray[np.float64],
+    binary: bool | None,
+    *,
+    independent: bool,
 ) -> McNemarResult | None:
     import numpy as np
 
@@ -191,7 +330,7 @@ def _mcnemar_of(
         raise InvalidStatisticError(
             "binary=True but the scores are not all 0/1; pass binary=None to detect it"
         )
-    if not binary:
+    if not (binary and independent):
         return None
     only_baseline = int(np.sum((baseline == 1.0) & (treatment == 0.0)))
     only_treatment = int(np.sum((baseline == 0.0) & (treatment == 1.0)))
@@ -206,6 +345,7 @@ def paired_comparison(
     binary: bool | None = None,
     bootstrap_resamples: int = 2000,
     seed: int = 0,
+    clusters: Sequence[Hashable] | None = None,
 ) -> PairedComparison:
     """Compare two experiments scored on the same samples, pair by pair.
 
@@ -219,9 +359,36 @@ def paired_comparison(
     SE is 0, the interval collapses to `delta`, and the p-value is 1.0 if `delta == 0`
     else 0.0.
 
+    Clustered pairs: `clusters[i]` is the cluster of pair `i`, e.g. its sample id when
+    samples ran several epochs. Pairs of one cluster are correlated (the same question
+    asked again), and treating them as independent makes the SE too small. With
+    `clusters`, clusters are the independent units (cluster-robust inference):
+
+    - `delta` stays the mean over all `n` pairs, `sum_g(S_g) / n`, where `S_g` is the sum
+      of the `n_g` differences of cluster `g`; a cluster with more pairs weighs more, as
+      in the pass rates.
+    - `se` is the CR1 (cluster-robust sandwich) standard error over `G` clusters,
+      `sqrt(G / (G - 1) * sum_g((S_g - n_g * delta) ** 2)) / n`, as in `clustered_mean`
+      and statsmodels `OLS(differences, ones).fit(cov_type="cluster", cov_kwds={"groups":
+      clusters})`. With the same `n_g` in every cluster it equals
+      `std(m_g, ddof=1) / sqrt(G)` over the per-cluster mean differences `m_g`: the paired
+      analysis of per-sample means.
+    - The interval is `delta +- z * se` and the test the Wald z-test of `delta / se` with
+      its normal p-value (statsmodels' default); `test_name` is `"cluster-robust z-test"`.
+      Like `mean_ci`, the normal quantile is slightly narrow under about 30 clusters.
+    - The bootstrap resamples whole clusters; the detectable effect is
+      `(z_alpha + z_power) * se`.
+    - McNemar's test is not computed (`mcnemar` is None): it assumes independent pairs.
+    - With fewer than two clusters the spread is unknown: `se`, intervals, test are NaN.
+
+    Given `clusters` are always used, even when every cluster holds one pair (CR1 then
+    equals the unclustered SE, but McNemar is still skipped); `compare_results` passes
+    them only when some sample has several paired epochs.
+
     Raises:
         InvalidStatisticError: the inputs are empty, of different lengths or not finite,
-            `binary=True` with non-binary scores, or `bootstrap_resamples < 0`.
+            `clusters` is not aligned with them, `binary=True` with non-binary scores, or
+            `bootstrap_resamples < 0`.
     """
     base = as_values("baseline", baseline)
     treat = as_values("treatment", treatment)
@@ -230,37 +397,41 @@ def paired_comparison(
             "baseline and treatment must hold one score per sample in the same order, "
             f"got lengths {base.size} and {treat.size}"
         )
+    if clusters is not None:
+        check_same_length(("scores", "clusters"), range(base.size), clusters)
     z = critical_value(confidence)
     resamples = as_count("bootstrap_resamples", bootstrap_resamples)
     differences = treat - base
     n = int(differences.size)
     delta = float(differences.mean())
-    nan = math.nan
-    sd = se = statistic = p_value = low = high = mde = nan
-    boot_low = boot_high = nan
-    if n >= 2:
-        sd, se, statistic, p_value = _z_test(differences, delta)
-        low, high = delta - z * se, delta + z * se
-        mde = minimum_detectable_effect(n, sd=sd, alpha=1.0 - confidence, power=_MDE_POWER)
-        if resamples > 0:
-            boot_low, boot_high = _bootstrap(differences, resamples, confidence, seed)
+    n_clusters = None
+    if clusters is None:
+        spread = _independent_spread(
+            differences, delta, z=z, confidence=confidence, resamples=resamples, seed=seed
+        )
+    else:
+        spread, n_clusters = _clustered_spread(
+            differences, delta, clusters, z=z, confidence=confidence, resamples=resamples, seed=seed
+        )
     return PairedComparison(
         n=n,
         baseline_mean=float(base.mean()),
         treatment_mean=float(treat.mean()),
         delta=delta,
-        sd=sd,
-        se=se,
-        correlation=_correlation(base, treat) if n >= 2 else nan,
-        low=low,
-        high=high,
-        statistic=statistic,
-        p_value=p_value,
-        mcnemar=_mcnemar_of(base, treat, binary),
-        bootstrap_low=boot_low,
-        bootstrap_high=boot_high,
-        bootstrap_resamples=resamples if n >= 2 else 0,
-        minimum_detectable_effect=mde,
+        sd=spread.sd,
+        se=spread.se,
+        correlation=_correlation(base, treat) if n >= 2 else math.nan,
+        low=spread.low,
+        high=spread.high,
+        statistic=spread.statistic,
+        p_value=spread.p_value,
+        mcnemar=_mcnemar_of(base, treat, binary, independent=clusters is None),
+        bootstrap_low=spread.bootstrap_low,
+        bootstrap_high=spread.bootstrap_high,
+        bootstrap_resamples=spread.bootstrap_resamples,
+        minimum_detectable_effect=spread.mde,
         confidence=confidence,
         differences=tuple(differences.tolist()),
+        n_clusters=n_clusters,
+        naive_se=spread.naive_se,
     )
