@@ -338,3 +338,19 @@ def test_clustered_comparison_renders_its_test_and_samples() -> None:
 def test_compare_all_adjusts_clustered_p_values() -> None:
     comparisons = compare_all(epochs_report(), "baseline")
     assert comparisons["v2"].p_value_holm == comparisons["v2"].p_value
+
+
+def test_clustered_comparisons_name_their_test_in_json_and_html() -> None:
+    from weakincentives.debug import render_html_report
+    from weakincentives.evals._export import comparison_block
+
+    report = epochs_report()
+    [c] = compare_all(report, "baseline").values()
+
+    block = comparison_block(c)
+    assert block["mcnemar"] is None
+    assert block["test_name"] == "cluster-robust z-test"
+    assert block["n_clusters"] == c.n_clusters and c.n_clusters is not None
+    html = render_html_report(report)
+    assert "(cluster-robust z-test)" in html
+    assert "cluster-robust by sample" in html

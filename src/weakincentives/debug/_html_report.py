@@ -206,8 +206,7 @@ def _comparison_section(comparisons: Sequence[ExperimentComparison]) -> str:
     )  # fmt: skip
     rows = []
     for c in comparisons:
-        test = c.mcnemar
-        method = "" if test is None else (" (exact)" if test.exact else " (chi²)")
+        method = "" if c.test_name is None else f" ({c.test_name})"
         scores = c.score_paired
         score_delta = (
             f"{_signed(scores.delta)} [{_signed(scores.low)}, {_signed(scores.high)}]"
@@ -233,8 +232,10 @@ def _comparison_section(comparisons: Sequence[ExperimentComparison]) -> str:
             )
         )
     note = (
-        '<p class="muted">Pairs are matched by sample and epoch; the p-value is McNemar\'s test '
-        "on the discordant pairs (regressed / improved), exact up to 25 of them.</p>"
+        '<p class="muted">Pairs are matched by sample and epoch. With one epoch per sample the '
+        "p-value is McNemar's test on the discordant pairs (regressed / improved), exact up to "
+        "25 of them; when samples repeat over epochs, the pairs of a sample are not "
+        "independent, and the interval and p-value are cluster-robust by sample.</p>"
     )
     return "<h2>Comparisons</h2>\n" + _table(head, rows) + note
 

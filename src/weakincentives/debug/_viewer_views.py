@@ -316,6 +316,8 @@ def comparison_view(
             "delta_ci": [c.delta_ci.low, c.delta_ci.high],
             "bootstrap_ci": [c.bootstrap_ci.low, c.bootstrap_ci.high],
             "p_value": c.p_value,
+            "test_name": c.test_name,
+            "n_clusters": c.n_clusters,
             "mcnemar": None
             if test is None
             else {

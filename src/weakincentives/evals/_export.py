@@ -23,6 +23,7 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
     <comparison> = {"baseline", "treatment", "baseline_pass_rate", "treatment_pass_rate",
                     "pass_rate_delta", "relative_improvement", "n_pairs", "delta",
                     "delta_ci", "bootstrap_ci", "p_value", "p_value_holm", "p_value_bh",
+                    "test_name", "n_clusters": null | int,
                     "mcnemar": null | {"b", "c", "statistic", "p_value", "exact"},
                     "minimum_detectable_effect", "score_delta", "score_delta_ci",
                     "score_p_value", "regressions": [{"sample_id", "epoch"}],
@@ -31,7 +32,8 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
 
 `pass_at_k` is filled when samples were attempted more than once: `k` is the smallest
 number of attempts any sample had. Intervals follow `EvalReport.summarize` (clustered
-by sample when epochs repeat).
+by sample when epochs repeat), and so are the paired statistics of a comparison: then
+`mcnemar` is null and `test_name` says "cluster-robust z-test".
 """
 
 from __future__ import annotations
@@ -169,6 +171,8 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
         "p_value": comparison.p_value,
         "p_value_holm": comparison.p_value_holm,
         "p_value_bh": comparison.p_value_bh,
+        "test_name": comparison.test_name,
+        "n_clusters": comparison.n_clusters,
         "mcnemar": None
         if test is None
         else {

@@ -76,7 +76,8 @@ function comparison(c) {
       `${label(c.treatment)}, n=${int(c.treatment.n)}`),
     statRow("Paired delta", `${signedPct(c.delta)} ${interval(c.delta_ci, signedPct)}`, `${int(c.n_pairs)} pairs`),
     statRow("Bootstrap CI", interval(c.bootstrap_ci, signedPct), "seeded paired bootstrap (cross-check)"),
-    statRow("p-value", pvalue(c.p_value), test ? `McNemar ${test.exact ? "exact" : "chi²"}, discordant ${test.b} / ${test.c}` : "no pairs"),
+    statRow("p-value", pvalue(c.p_value), test ? `McNemar ${test.exact ? "exact" : "chi²"}, discordant ${test.b} / ${test.c}`
+      : c.test_name ? `${c.test_name}, ${int(c.n_pairs)} pairs in ${int(c.n_clusters)} samples` : "no pairs"),
     statRow("Detectable effect", pct(c.minimum_detectable_effect), "at 80% power with these pairs"),
     statRow("Score delta", `${num(c.score_delta)} ${interval(c.score_delta_ci, num)}`, `p ${pvalue(c.score_p_value)}`),
     statRow("Unpaired", `${c.unpaired_baseline} baseline · ${c.unpaired_treatment} treatment`,
