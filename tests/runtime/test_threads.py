@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,27 @@ def test_shutdown_runs_queued_tasks_then_refuses_new_ones() -> None:
 def test_max_workers_must_be_a_positive_integer(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="max_workers"):
         WorkerThreads(bad)  # type: ignore[arg-type]  # the check under test
+
+
+def test_threads_install_the_threading_trace_hook_like_threading_thread() -> None:
+    # Coverage and debuggers register through threading.settrace; pool threads honour it.
+    seen: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "traced_task":
+            seen.append(threading.current_thread().name)
+
+    def traced_task() -> None:
+        pass
+
+    old = threading.gettrace()
+    threading.settrace(tracer)
+    try:
+        pool = WorkerThreads(1)
+        pool.submit(traced_task)
+        assert pool.join(timeout=5)
+        pool.shutdown()
+    finally:
+        threading.settrace(old)
+
+    assert len(seen) == 1

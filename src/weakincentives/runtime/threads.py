@@ -10,7 +10,9 @@ each begins its work as soon as it gets the GIL.
 
 What that gives up, and why it does not matter here: the threads are not
 `threading.Thread` objects (`threading.current_thread()` in one returns a dummy thread),
-and the interpreter does not wait for them at exit. The pool's owner waits for its work
+and the interpreter does not wait for them at exit. Like `threading.Thread`, they install
+the hooks of `threading.settrace` and `threading.setprofile`, so coverage, debuggers and
+profilers see them. The pool's owner waits for its work
 with `join()` or `shutdown(wait=True)`; a task still running at interpreter exit (a hung
 agent whose sample was given up) does not keep the process alive.
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 import _thread
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable
 
@@ -130,6 +133,14 @@ class WorkerThreads:
                 self._cond.wait_for(lambda: self._threads == 0)
 
     def _work(self) -> None:
+        # What `threading.Thread` does for its threads: install the trace and profile
+        # hooks set with `threading.settrace`/`setprofile` (coverage, debuggers,
+        # profilers), which a thread started through `_thread` would not get.
+        trace, profile = threading.gettrace(), threading.getprofile()
+        if trace is not None:
+            sys.settrace(trace)
+        if profile is not None:
+            sys.setprofile(profile)
         try:
             while True:
                 task = self._queue.get()
