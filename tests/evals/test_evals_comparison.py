@@ -354,3 +354,50 @@ def test_clustered_comparisons_name_their_test_in_json_and_html() -> None:
     html = render_html_report(report)
     assert "(cluster-robust z-test)" in html
     assert "cluster-robust by sample" in html
+
+
+def _epoch_results(experiment: str, epochs: int) -> list[EvalResult]:
+    results = []
+    for i in range(40):
+        for epoch in range(epochs):
+            value = ((i * 5 + epoch + (3 if experiment == "t" else 0)) % 7) / 6
+            error = "boom" if (i + epoch) % 11 == 0 and experiment == "t" else None
+            results.append(
+                EvalResult(
+                    sample_id=f"s{i}",
+                    experiment_name=experiment,
+                    epoch=epoch,
+                    score=Score(value=value, passed=value >= 0.5),
+                    latency_ms=1.0,
+                    error=error,
+                )
+            )
+    return results
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_compare_outcomes_gives_compare_results_numbers_and_flip_rows(epochs: int) -> None:
+    from weakincentives.evals._comparison import Outcomes, compare_outcomes
+
+    base, treat = _epoch_results("b", epochs), _epoch_results("t", epochs)
+    full = compare_results(base, treat, baseline_name="b", treatment_name="t")
+    cols = compare_outcomes(
+        Outcomes.of(base), Outcomes.of(treat), baseline_name="b", treatment_name="t"
+    )
+    assert repr(cols.paired) == repr(full.paired)  # bit for bit, NaN included
+    assert repr(cols.score_paired) == repr(full.score_paired)
+    assert (cols.p_value, cols.test_name) == (full.p_value, full.test_name)
+    assert full.improvements and full.regressions
+    for rows, flips in (
+        (cols.regressions, full.regressions),
+        (cols.improvements, full.improvements),
+    ):
+        assert [(base[i], treat[j]) for i, j in rows] == [(f.baseline, f.treatment) for f in flips]
+
+
+def test_outcomes_columns_must_have_one_entry_per_result() -> None:
+    from weakincentives.errors import ConfigurationError
+    from weakincentives.evals._comparison import Outcomes
+
+    with pytest.raises(ConfigurationError, match="lengths"):
+        Outcomes(sample_ids=["a", "b"], epochs=[0, 0], passed=[True], scores=[1.0, 0.0])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -22,11 +22,11 @@ from typing import Any, Literal, TypeVar
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError, ViewerError
-from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_results
+from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_outcomes
 
 from ._html_report import render_html_report
 from ._viewer_index import ResultIndex
-from ._viewer_types import IndexedRun
+from ._viewer_types import IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
     comparison_view,
@@ -274,15 +274,26 @@ class ViewerData:
             sides.append(self._index.outcomes(spec.run_id, spec.experiment))
         same_run = baseline.run_id == treatment.run_id
         label = (lambda s: s.experiment) if same_run else (lambda s: f"{s.run_id}/{s.experiment}")
-        comparison = compare_results(
-            sides[0], sides[1], baseline_name=label(baseline), treatment_name=label(treatment)
+        # Columns, not `EvalResult`s: 100,000 results compare in about half a second.
+        comparison = compare_outcomes(
+            sides[0][0], sides[1][0], baseline_name=label(baseline), treatment_name=label(treatment)
         )
+
+        def rows(
+            base_ids: Sequence[int], treat_ids: Sequence[int]
+        ) -> tuple[Mapping[int, ResultRow], ...]:
+            return (
+                self._index.rows(baseline.run_id, base_ids),
+                self._index.rows(treatment.run_id, treat_ids),
+            )
+
         return comparison_view(
             comparison,
             baseline={"run_id": baseline.run_id, "experiment": baseline.experiment},
             treatment={"run_id": treatment.run_id, "experiment": treatment.experiment},
-            baseline_ids=self._index.ids_by_pair(baseline.run_id, baseline.experiment),
-            treatment_ids=self._index.ids_by_pair(treatment.run_id, treatment.experiment),
+            baseline_ids=sides[0][1],
+            treatment_ids=sides[1][1],
+            rows=rows,
         )
 
     def html_report(

@@ -32,15 +32,14 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
-from weakincentives.evals import RESULTS_FILE, EvalResult, Score
-from weakincentives.runtime.session import TokenUsage
+from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
 from ._viewer_types import (
@@ -447,40 +446,35 @@ class ResultIndex:
         with self._lock:
             return self._db.execute(sql, (run_id, experiment)).fetchall()
 
-    def outcomes(self, run_id: str, experiment: str) -> tuple[EvalResult, ...]:
-        """Light `EvalResult`s of one experiment (enough for rates, scores and pairing).
+    def outcomes(self, run_id: str, experiment: str) -> tuple[Outcomes, tuple[int, ...]]:
+        """One experiment's outcomes as columns (what a comparison reads), and result ids.
 
-        They carry ids, epoch, score (value, passed, reason), latency, error and usage;
-        not the transcript, output or metadata.
+        Both are in index order: `ids[i]` is the result of row `i` of the outcomes.
         """
         sql = (
-            "SELECT sample_id, epoch, score, passed, reason, latency_ms, error, error_kind, "
-            "input_tokens, output_tokens FROM results WHERE run_id = ? AND experiment = ? "
-            "ORDER BY id"
+            "SELECT id, sample_id, epoch, status, score FROM results "
+            "WHERE run_id = ? AND experiment = ? ORDER BY id"
         )
         with self._lock:
             found = self._db.execute(sql, (run_id, experiment)).fetchall()
-        return tuple(
-            EvalResult(
-                sample_id=sample_id,
-                experiment_name=experiment,
-                epoch=epoch,
-                score=Score(value=score, passed=bool(passed), reason=reason),
-                latency_ms=latency,
-                error=error,
-                error_kind=cast(Any, kind),
-                run_id=run_id,
-                usage=TokenUsage(input_tokens=tin, output_tokens=tout),
-            )
-            for sample_id, epoch, score, passed, reason, latency, error, kind, tin, tout in found
+        ids, samples, epochs, statuses, scores = zip(*found, strict=True) if found else ((),) * 5
+        outcomes = Outcomes(
+            sample_ids=samples,
+            epochs=epochs,
+            passed=[status == "passed" for status in statuses],
+            scores=[0.0 if st == "error" else sc for st, sc in zip(statuses, scores, strict=True)],
         )
+        return outcomes, ids
 
-    def ids_by_pair(self, run_id: str, experiment: str) -> dict[tuple[str, int], int]:
-        """`(sample_id, epoch)` -> result id, for one experiment of a run."""
-        sql = "SELECT sample_id, epoch, id FROM results WHERE run_id = ? AND experiment = ?"
+    def rows(self, run_id: str, ids: Iterable[int]) -> dict[int, ResultRow]:
+        """Result id -> its row, for the ids of run `run_id` that exist."""
+        sql = (
+            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE run_id = ? "
+            "AND id IN (SELECT value FROM json_each(?))"
+        )
         with self._lock:
-            rows = self._db.execute(sql, (run_id, experiment)).fetchall()
-        return {(s, e): i for s, e, i in rows}
+            found = self._db.execute(sql, (run_id, json.dumps(list(ids)))).fetchall()
+        return {row.id: row for row in map(_to_row, found)}
 
 
 def _to_row(values: Sequence[Any]) -> ResultRow:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._tables import bundle_tables
 from weakincentives.errors import BundleError, ViewerError
-from weakincentives.evals import EvalResult, ExperimentComparison, FlippedSample, stats
+from weakincentives.evals import OutcomeComparison, stats
 
 from ._viewer_types import STATUSES, ResultFilter, ResultRow, Status
 
@@ -276,35 +276,44 @@ def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
 
 
 def comparison_view(
-    comparison: ExperimentComparison,
+    comparison: OutcomeComparison,
     *,
     baseline: Mapping[str, Any],
     treatment: Mapping[str, Any],
-    baseline_ids: Mapping[tuple[str, int], int],
-    treatment_ids: Mapping[tuple[str, int], int],
+    baseline_ids: Sequence[int],
+    treatment_ids: Sequence[int],
+    rows: Callable[[Sequence[int], Sequence[int]], tuple[Mapping[int, ResultRow], ...]],
 ) -> dict[str, Any]:
     """A paired comparison as JSON data, flipped samples linked to their result ids.
 
-    `baseline` and `treatment` say where each side comes from (run and experiment).
+    `baseline` and `treatment` say where each side comes from (run and experiment);
+    `baseline_ids[i]` is the result id of the baseline's row `i` (likewise the treatment);
+    `rows(baseline_ids, treatment_ids)` gives the index rows of the listed flips.
     """
     c = comparison
     test = c.mcnemar
     scores = c.score_paired
+    shown = [list(itertools.islice(f, MAX_FLIPS)) for f in (c.regressions, c.improvements)]
+    base_rows, treat_rows = rows(
+        [baseline_ids[i] for flips in shown for i, _ in flips],
+        [treatment_ids[j] for flips in shown for _, j in flips],
+    )
 
     def side(info: Mapping[str, Any], rate: Any) -> dict[str, Any]:
         return {**info, "n": rate.n, "passed": rate.successes, "pass_rate": rate.rate,
                 "pass_rate_ci": [rate.low, rate.high]}  # fmt: skip
 
-    def flips(items: Iterable[FlippedSample]) -> list[dict[str, Any]]:
-        return [
-            {
-                "sample_id": f.sample_id,
-                "epoch": f.epoch,
-                "baseline": _flip_side(f.baseline, baseline_ids),
-                "treatment": _flip_side(f.treatment, treatment_ids),
-            }
-            for f in itertools.islice(items, MAX_FLIPS)
-        ]
+    def flips(items: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
+        listed = []
+        for i, j in items:
+            base = base_rows[baseline_ids[i]]
+            listed.append({
+                "sample_id": base.sample_id,
+                "epoch": base.epoch,
+                "baseline": _flip_side(base),
+                "treatment": _flip_side(treat_rows[treatment_ids[j]]),
+            })  # fmt: skip
+        return listed
 
     return _safe(
         {
@@ -331,8 +340,8 @@ def comparison_view(
             "score_delta": scores.delta if scores else None,
             "score_delta_ci": [scores.low, scores.high] if scores else [None, None],
             "score_p_value": scores.p_value if scores else None,
-            "regressions": flips(c.regressions),
-            "improvements": flips(c.improvements),
+            "regressions": flips(shown[0]),
+            "improvements": flips(shown[1]),
             "regressions_count": len(c.regressions),
             "improvements_count": len(c.improvements),
             "unpaired_baseline": len(c.unpaired_baseline),
@@ -342,12 +351,12 @@ def comparison_view(
     )
 
 
-def _flip_side(result: EvalResult, ids: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+def _flip_side(row: ResultRow) -> dict[str, Any]:
     return {
-        "id": ids.get((result.sample_id, result.epoch)),
-        "status": "error" if result.is_error else ("passed" if result.passed else "failed"),
-        "score": result.score.value,
-        "reason": result.score.reason,
-        "error_kind": result.error_kind,
-        "error": result.error,
+        "id": row.id,
+        "status": row.status,
+        "score": row.score,
+        "reason": row.reason,
+        "error_kind": row.error_kind,
+        "error": row.error,
     }

@@ -26,7 +26,15 @@ from weakincentives.experiment import BASELINE, CONTROL, Experiment
 
 from . import stats
 from ._analysis import FlakySample, GroupKey, Summary, flaky_samples, group_by, summarize
-from ._comparison import ExperimentComparison, FlippedSample, compare_all, compare_results
+from ._comparison import (
+    ExperimentComparison,
+    FlippedSample,
+    OutcomeComparison,
+    Outcomes,
+    compare_all,
+    compare_outcomes,
+    compare_results,
+)
 from ._dataset import Dataset, dataset_sha256, iter_jsonl, load_jsonl
 from ._environment import (
     Environment,
@@ -143,6 +151,8 @@ __all__ = [
     "JudgeRating",
     "Metric",
     "NullProgress",
+    "OutcomeComparison",
+    "Outcomes",
     "PairwiseJudge",
     "PairwiseJudgment",
     "PairwiseOutput",
@@ -172,6 +182,7 @@ __all__ = [
     "classify_error",
     "collect_results",
     "compare_all",
+    "compare_outcomes",
     "compare_results",
     "contains",
     "contains_ci",

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from weakincentives.errors import ConfigurationError
+
 from . import stats
 from ._analysis import score_of
 from ._types import EvalResult
@@ -29,7 +31,15 @@ from ._types import EvalResult
 if TYPE_CHECKING:
     from ._report import EvalReport
 
-__all__ = ["ExperimentComparison", "FlippedSample", "compare_all", "compare_results"]
+__all__ = [
+    "ExperimentComparison",
+    "FlippedSample",
+    "OutcomeComparison",
+    "Outcomes",
+    "compare_all",
+    "compare_outcomes",
+    "compare_results",
+]
 
 PairKey = tuple[str, int]
 """`(sample_id, epoch)`: what pairs a baseline result with a treatment result."""
@@ -49,48 +59,17 @@ class FlippedSample:
     """The treatment's result."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExperimentComparison:
-    """Treatment against baseline: pass rates, paired delta with interval, tests, flips.
+class _Headline:
+    """The headline numbers of a comparison, derived from its fields (shared by both kinds)."""
 
-    Example::
-
-        c = report.compare_experiments("baseline", "concise")
-        print(f"{c.delta:+.1%} [{c.delta_ci.low:+.1%}, {c.delta_ci.high:+.1%}], p={c.p_value:.3f}")
-        print("regressed:", [f.sample_id for f in c.regressions])
-    """
-
-    baseline_name: str
-    """Name of the baseline experiment."""
-    treatment_name: str
-    """Name of the treatment experiment."""
+    __slots__ = ()
     baseline: stats.RateEstimate
-    """Baseline pass rate over all its results, with its Wilson interval."""
     treatment: stats.RateEstimate
-    """Treatment pass rate over all its results, with its Wilson interval."""
-    n_pairs: int
-    """Number of `(sample_id, epoch)` pairs present in both experiments."""
     paired: stats.PairedComparison | None
-    """Paired comparison of pass/fail (1/0) on the pairs; None without pairs.
-
-    With McNemar's test, or clustered by sample (no McNemar) when epochs repeat."""
-    score_paired: stats.PairedComparison | None
-    """Paired comparison of scores (errors = 0) on the pairs, clustered like `paired`;
-    None without pairs."""
-    regressions: tuple[FlippedSample, ...]
-    """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
-    improvements: tuple[FlippedSample, ...]
-    """Pairs where the treatment passed and the baseline did not (McNemar's `c`)."""
+    regressions: Sequence[object]
+    improvements: Sequence[object]
     unpaired_baseline: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the baseline has."""
     unpaired_treatment: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the treatment has."""
-    duplicates: int = 0
-    """Results ignored because their key already appeared in the same experiment."""
-    p_value_holm: float | None = None
-    """Holm-adjusted `p_value` when made by `compare_all`, else None."""
-    p_value_bh: float | None = None
-    """Benjamini-Hochberg-adjusted `p_value` when made by `compare_all`, else None."""
 
     @property
     def baseline_pass_rate(self) -> float:
@@ -188,6 +167,177 @@ class ExperimentComparison:
         return len(self.unpaired_baseline) + len(self.unpaired_treatment)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentComparison(_Headline):
+    """Treatment against baseline: pass rates, paired delta with interval, tests, flips.
+
+    Example::
+
+        c = report.compare_experiments("baseline", "concise")
+        print(f"{c.delta:+.1%} [{c.delta_ci.low:+.1%}, {c.delta_ci.high:+.1%}], p={c.p_value:.3f}")
+        print("regressed:", [f.sample_id for f in c.regressions])
+    """
+
+    baseline_name: str
+    """Name of the baseline experiment."""
+    treatment_name: str
+    """Name of the treatment experiment."""
+    baseline: stats.RateEstimate
+    """Baseline pass rate over all its results, with its Wilson interval."""
+    treatment: stats.RateEstimate
+    """Treatment pass rate over all its results, with its Wilson interval."""
+    n_pairs: int
+    """Number of `(sample_id, epoch)` pairs present in both experiments."""
+    paired: stats.PairedComparison | None
+    """Paired comparison of pass/fail (1/0) on the pairs; None without pairs.
+
+    With McNemar's test, or clustered by sample (no McNemar) when epochs repeat."""
+    score_paired: stats.PairedComparison | None
+    """Paired comparison of scores (errors = 0) on the pairs, clustered like `paired`;
+    None without pairs."""
+    regressions: tuple[FlippedSample, ...]
+    """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
+    improvements: tuple[FlippedSample, ...]
+    """Pairs where the treatment passed and the baseline did not (McNemar's `c`)."""
+    unpaired_baseline: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the baseline has."""
+    unpaired_treatment: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the treatment has."""
+    duplicates: int = 0
+    """Results ignored because their key already appeared in the same experiment."""
+    p_value_holm: float | None = None
+    """Holm-adjusted `p_value` when made by `compare_all`, else None."""
+    p_value_bh: float | None = None
+    """Benjamini-Hochberg-adjusted `p_value` when made by `compare_all`, else None."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcomes:
+    """One experiment's results as columns, one entry per result: what a comparison reads.
+
+    `Outcomes.of(results)` makes them from `EvalResult`s; a store that keeps these columns
+    (the viewer's index) builds them directly, without making 100,000 results.
+    """
+
+    sample_ids: Sequence[str]
+    """Sample id of each result."""
+    epochs: Sequence[int]
+    """Epoch of each result."""
+    passed: Sequence[bool]
+    """Whether each result passed (errors never pass)."""
+    scores: Sequence[float]
+    """Score of each result for averaging: errors count as 0 (see `score_of`)."""
+
+    def __post_init__(self) -> None:
+        lengths = {len(self.sample_ids), len(self.epochs), len(self.passed), len(self.scores)}
+        if len(lengths) > 1:
+            raise ConfigurationError(
+                "Outcomes needs one sample id, epoch, passed and score per result; got "
+                f"lengths {sorted(lengths)}"
+            )
+
+    @classmethod
+    def of(cls, results: Iterable[EvalResult]) -> Outcomes:
+        """The columns of `results`, in order."""
+        results = tuple(results)
+        return cls(
+            sample_ids=[r.sample_id for r in results],
+            epochs=[r.epoch for r in results],
+            passed=[r.passed for r in results],
+            scores=[score_of(r) for r in results],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutcomeComparison(_Headline):
+    """`ExperimentComparison` of two `Outcomes`, flipped pairs given as row positions.
+
+    Same numbers and properties as `ExperimentComparison`; `regressions` and
+    `improvements` hold `(baseline_row, treatment_row)` positions in the two `Outcomes`
+    rather than the results themselves.
+    """
+
+    baseline_name: str
+    """Name of the baseline experiment."""
+    treatment_name: str
+    """Name of the treatment experiment."""
+    baseline: stats.RateEstimate
+    """Baseline pass rate over all its results, with its Wilson interval."""
+    treatment: stats.RateEstimate
+    """Treatment pass rate over all its results, with its Wilson interval."""
+    n_pairs: int
+    """Number of `(sample_id, epoch)` pairs present in both experiments."""
+    paired: stats.PairedComparison | None
+    """Paired comparison of pass/fail on the pairs (see `ExperimentComparison.paired`)."""
+    score_paired: stats.PairedComparison | None
+    """Paired comparison of scores on the pairs (errors = 0); None without pairs."""
+    regressions: tuple[tuple[int, int], ...]
+    """`(baseline_row, treatment_row)` of the pairs where only the baseline passed."""
+    improvements: tuple[tuple[int, int], ...]
+    """`(baseline_row, treatment_row)` of the pairs where only the treatment passed."""
+    unpaired_baseline: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the baseline has."""
+    unpaired_treatment: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the treatment has."""
+    duplicates: int = 0
+    """Results ignored because their key already appeared in the same experiment."""
+
+
+def compare_outcomes(
+    baseline: Outcomes,
+    treatment: Outcomes,
+    *,
+    baseline_name: str,
+    treatment_name: str,
+    confidence: float = 0.95,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+) -> OutcomeComparison:
+    """`compare_results` on columns: the same numbers, flips as row positions.
+
+    The pass/fail and score comparisons share their bootstrap draws
+    (`stats.paired_comparisons`), which is what `compare_results` computes too.
+    """
+    base, base_dups = _index(baseline)
+    treat, treat_dups = _index(treatment)
+    rows = [(row, treat[key]) for key, row in base.items() if key in treat]
+    samples = [baseline.sample_ids[i] for i, _ in rows]
+    # Cluster by sample only when some sample has several paired epochs.
+    clusters = samples if len(set(samples)) < len(samples) else None
+    paired = score_paired = None
+    if rows:
+        passed = (baseline.passed, treatment.passed)
+        scores = (baseline.scores, treatment.scores)
+        paired, score_paired = stats.paired_comparisons(
+            [
+                (
+                    [float(passed[0][i]) for i, _ in rows],
+                    [float(passed[1][j]) for _, j in rows],
+                    True,
+                ),
+                ([scores[0][i] for i, _ in rows], [scores[1][j] for _, j in rows], None),
+            ],
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+            clusters=clusters,
+        )
+    return OutcomeComparison(
+        baseline_name=baseline_name,
+        treatment_name=treatment_name,
+        baseline=_rate(baseline, confidence),
+        treatment=_rate(treatment, confidence),
+        n_pairs=len(rows),
+        paired=paired,
+        score_paired=score_paired,
+        regressions=_flips(rows, baseline, treatment, regressions=True),
+        improvements=_flips(rows, baseline, treatment, regressions=False),
+        unpaired_baseline=tuple(key for key in base if key not in treat),
+        unpaired_treatment=tuple(key for key in treat if key not in base),
+        duplicates=base_dups + treat_dups,
+    )
+
+
 def compare_results(
     baseline: Iterable[EvalResult],
     treatment: Iterable[EvalResult],
@@ -205,45 +355,35 @@ def compare_results(
     """
     base_all = tuple(baseline)
     treat_all = tuple(treatment)
-    base, base_dups = _index(base_all)
-    treat, treat_dups = _index(treat_all)
-    keys = [key for key in base if key in treat]
-    pairs = [(base[key], treat[key]) for key in keys]
-    samples = [sample_id for sample_id, _ in keys]
-    # Cluster by sample only when some sample has several paired epochs.
-    clusters = samples if len(set(samples)) < len(samples) else None
-    paired = score_paired = None
-    if pairs:
-        paired = stats.paired_comparison(
-            [float(b.passed) for b, _ in pairs],
-            [float(t.passed) for _, t in pairs],
-            binary=True,
-            confidence=confidence,
-            bootstrap_resamples=bootstrap_resamples,
-            seed=seed,
-            clusters=clusters,
+    c = compare_outcomes(
+        Outcomes.of(base_all),
+        Outcomes.of(treat_all),
+        baseline_name=baseline_name,
+        treatment_name=treatment_name,
+        confidence=confidence,
+        bootstrap_resamples=bootstrap_resamples,
+        seed=seed,
+    )
+
+    def flipped(rows: Iterable[tuple[int, int]]) -> tuple[FlippedSample, ...]:
+        return tuple(
+            FlippedSample(base_all[i].sample_id, base_all[i].epoch, base_all[i], treat_all[j])
+            for i, j in rows
         )
-        score_paired = stats.paired_comparison(
-            [score_of(b) for b, _ in pairs],
-            [score_of(t) for _, t in pairs],
-            confidence=confidence,
-            bootstrap_resamples=bootstrap_resamples,
-            seed=seed,
-            clusters=clusters,
-        )
+
     return ExperimentComparison(
         baseline_name=baseline_name,
         treatment_name=treatment_name,
-        baseline=_rate(base_all, confidence),
-        treatment=_rate(treat_all, confidence),
-        n_pairs=len(pairs),
-        paired=paired,
-        score_paired=score_paired,
-        regressions=_flips(keys, pairs, regressions=True),
-        improvements=_flips(keys, pairs, regressions=False),
-        unpaired_baseline=tuple(key for key in base if key not in treat),
-        unpaired_treatment=tuple(key for key in treat if key not in base),
-        duplicates=base_dups + treat_dups,
+        baseline=c.baseline,
+        treatment=c.treatment,
+        n_pairs=c.n_pairs,
+        paired=c.paired,
+        score_paired=c.score_paired,
+        regressions=flipped(c.regressions),
+        improvements=flipped(c.improvements),
+        unpaired_baseline=c.unpaired_baseline,
+        unpaired_treatment=c.unpaired_treatment,
+        duplicates=c.duplicates,
     )
 
 
@@ -294,31 +434,33 @@ def compare_all(
 # -- helpers ----------------------------------------------------------------------------
 
 
-def _index(results: Sequence[EvalResult]) -> tuple[dict[PairKey, EvalResult], int]:
-    index: dict[PairKey, EvalResult] = {}
+def _index(outcomes: Outcomes) -> tuple[dict[PairKey, int], int]:
+    """`(sample_id, epoch)` -> row of its first result, and how many later rows repeat a key."""
+    index: dict[PairKey, int] = {}
     duplicates = 0
-    for result in results:
-        key = (result.sample_id, result.epoch)
+    for row, key in enumerate(zip(outcomes.sample_ids, outcomes.epochs, strict=True)):
         if key in index:
             duplicates += 1
         else:
-            index[key] = result
+            index[key] = row
     return index, duplicates
 
 
-def _rate(results: Sequence[EvalResult], confidence: float) -> stats.RateEstimate:
-    passed = sum(1 for r in results if r.passed)
-    return stats.wilson_interval(passed, len(results), confidence=confidence)
+def _rate(outcomes: Outcomes, confidence: float) -> stats.RateEstimate:
+    passed = sum(1 for p in outcomes.passed if p)
+    return stats.wilson_interval(passed, len(outcomes.passed), confidence=confidence)
 
 
 def _flips(
-    keys: Sequence[PairKey],
-    pairs: Sequence[tuple[EvalResult, EvalResult]],
+    rows: Sequence[tuple[int, int]],
+    baseline: Outcomes,
+    treatment: Outcomes,
     *,
     regressions: bool,
-) -> tuple[FlippedSample, ...]:
+) -> tuple[tuple[int, int], ...]:
+    base, treat = baseline.passed, treatment.passed
     return tuple(
-        FlippedSample(sample_id, epoch, b, t)
-        for (sample_id, epoch), (b, t) in zip(keys, pairs, strict=True)
-        if b.passed != t.passed and b.passed is regressions
+        (i, j)
+        for i, j in rows
+        if bool(base[i]) is regressions and bool(treat[j]) is not regressions
     )

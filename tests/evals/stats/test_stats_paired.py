@@ -320,3 +320,34 @@ def test_clustered_equal_differences_give_zero_se(shift: float, p_value: float) 
 def test_clusters_must_align_with_the_pairs() -> None:
     with pytest.raises(InvalidStatisticError, match="lengths 2 and 3"):
         paired_comparison([1.0, 0.0], [1.0, 1.0], clusters=["a", "a", "b"])
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_paired_comparisons_share_draws_and_equal_separate_calls(clustered: bool) -> None:
+    from weakincentives.evals.stats._paired import paired_comparisons
+
+    rng = np.random.default_rng(8)
+    n = 300
+    passed = [rng.integers(0, 2, n).astype(float).tolist() for _ in range(2)]
+    scores = [rng.random(n).tolist() for _ in range(2)]
+    clusters = rng.integers(0, 90, n).tolist() if clustered else None
+    together = paired_comparisons(
+        [(passed[0], passed[1], True), (scores[0], scores[1], None)],
+        bootstrap_resamples=500,
+        seed=5,
+        clusters=clusters,
+    )
+    alone = (
+        paired_comparison(passed[0], passed[1], binary=True, bootstrap_resamples=500, seed=5,
+                          clusters=clusters),
+        paired_comparison(scores[0], scores[1], bootstrap_resamples=500, seed=5, clusters=clusters),
+    )  # fmt: skip
+    assert together == alone  # every field, bootstrap ends included, bit for bit
+    assert together[0].bootstrap_low != together[1].bootstrap_low
+
+
+def test_paired_comparisons_need_the_same_number_of_pairs() -> None:
+    from weakincentives.evals.stats._paired import paired_comparisons
+
+    with pytest.raises(InvalidStatisticError, match="as many pairs"):
+        paired_comparisons([([1.0, 0.0], [1.0, 1.0], None), ([1.0], [0.0], None)])

@@ -17,6 +17,8 @@ Comparing experiments:
 - `paired_comparison(baseline, treatment)` -> `PairedComparison`: per-sample A/B delta,
   paired SE, correlation, interval, p-value, McNemar, seeded bootstrap, detectable effect;
   with `clusters=` (e.g. sample ids when epochs repeat) all of it is cluster-robust (CR1).
+- `paired_comparisons(comparisons)`: several paired comparisons over the same pairs (e.g.
+  pass/fail and score) sharing one set of bootstrap draws; each equals `paired_comparison`.
 - `mcnemar(b, c)` -> `McNemarResult`: exact when `b + c <= 25`, else chi-square.
 - `holm(p_values)`, `benjamini_hochberg(p_values)`: adjusted p-values for many tests.
 
@@ -61,7 +63,13 @@ from ._judge import (
 )
 from ._multiple import benjamini_hochberg, holm
 from ._normal import normal_ppf
-from ._paired import McNemarResult, PairedComparison, mcnemar, paired_comparison
+from ._paired import (
+    McNemarResult,
+    PairedComparison,
+    mcnemar,
+    paired_comparison,
+    paired_comparisons,
+)
 from ._passk import pass_at_k, pass_at_k_by_sample, pass_hat_k, pass_hat_k_by_sample
 from ._power import (
     minimum_detectable_effect,
@@ -90,6 +98,7 @@ __all__ = [
     "minimum_detectable_effect",
     "normal_ppf",
     "paired_comparison",
+    "paired_comparisons",
     "pass_at_k",
     "pass_at_k_by_sample",
     "pass_hat_k",

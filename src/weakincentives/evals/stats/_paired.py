@@ -202,35 +202,46 @@ def _correlation(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> floa
     return float(dx @ dy) / denominator if denominator > 0 else math.nan
 
 
+class _Resampled(NamedTuple):
+    """What the bootstrap resamples: per-unit totals, and the pairs per unit when clustered."""
+
+    totals: npt.NDArray[np.float64]
+    sizes: npt.NDArray[np.float64] | None
+
+
 def _bootstrap(
-    totals: npt.NDArray[np.float64],
-    resamples: int,
-    confidence: float,
-    seed: int,
-    sizes: npt.NDArray[np.float64] | None = None,
-) -> tuple[float, float]:
-    """Percentile interval of the mean over `resamples` draws of `totals` with replacement.
+    samples: Sequence[_Resampled], resamples: int, confidence: float, seed: int
+) -> list[tuple[float, float]]:
+    """Percentile intervals of the mean over `resamples` draws with replacement, per sample.
 
     Unclustered, `totals` are the differences. Clustered, they are the per-cluster sums of
     the differences and `sizes` the pairs per cluster: a draw picks whole clusters and its
     mean is over all of their pairs.
+
+    Every sample must have as many units (and the same `sizes`): they share each draw, so
+    the intervals of several samples cost one set of random indices (the expensive part)
+    and each equals the interval of that sample bootstrapped alone with the same seed.
     """
     import numpy as np
 
-    n = totals.size
+    n = samples[0].totals.size
     rng = np.random.default_rng(seed)
     rows = max(1, _BOOTSTRAP_CHUNK // n)
-    means = np.empty(resamples)
+    means = np.empty((len(samples), resamples))
     for start in range(0, resamples, rows):
         stop = min(start + rows, resamples)
         indices = rng.integers(0, n, size=(stop - start, n))
-        if sizes is None:
-            means[start:stop] = totals[indices].mean(axis=1)
-        else:
-            means[start:stop] = totals[indices].sum(axis=1) / sizes[indices].sum(axis=1)
+        for k, (totals, sizes) in enumerate(samples):
+            if sizes is None:
+                means[k, start:stop] = totals[indices].mean(axis=1)
+            else:
+                means[k, start:stop] = totals[indices].sum(axis=1) / sizes[indices].sum(axis=1)
     tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
+    ends = []
+    for row in means:
+        low, high = np.quantile(row, [tail, 1.0 - tail])
+        ends.append((float(low), float(high)))
+    return ends
 
 
 def _sd(differences: npt.NDArray[np.float64]) -> float:
@@ -254,30 +265,23 @@ def _z_test(delta: float, se: float) -> tuple[float, float]:
 
 
 def _independent_spread(
-    differences: npt.NDArray[np.float64],
-    delta: float,
-    *,
-    z: float,
-    confidence: float,
-    resamples: int,
-    seed: int,
-) -> _Spread:
-    """The spread of independent pairs: paired z-test, pair bootstrap."""
+    differences: npt.NDArray[np.float64], delta: float, *, z: float, confidence: float
+) -> tuple[_Spread, _Resampled | None]:
+    """The spread of independent pairs (paired z-test), and what the pair bootstrap draws.
+
+    The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
+    """
     n = differences.size
     if n < 2:
-        return _UNKNOWN
+        return _UNKNOWN, None
     sd = _sd(differences)
     se = sd / math.sqrt(n)
     statistic, p_value = _z_test(delta, se)
     mde = minimum_detectable_effect(n, sd=sd, alpha=1.0 - confidence, power=_MDE_POWER)
-    boot = (
-        _bootstrap(differences, resamples, confidence, seed)
-        if resamples > 0
-        else (math.nan, math.nan)
+    spread = _Spread(
+        sd, se, se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
     )
-    return _Spread(
-        sd, se, se, statistic, p_value, delta - z * se, delta + z * se, mde, *boot, resamples
-    )
+    return spread, _Resampled(differences, None)
 
 
 def _clustered_spread(
@@ -287,10 +291,11 @@ def _clustered_spread(
     *,
     z: float,
     confidence: float,
-    resamples: int,
-    seed: int,
-) -> tuple[_Spread, int]:
-    """The spread of clustered pairs and the number of clusters: CR1 z-test, cluster bootstrap."""
+) -> tuple[_Spread, _Resampled | None, int]:
+    """The spread of clustered pairs (CR1 z-test), what the cluster bootstrap draws, clusters.
+
+    The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
+    """
     import numpy as np
 
     n = differences.size
@@ -298,20 +303,17 @@ def _clustered_spread(
     sd = _sd(differences) if n >= 2 else math.nan
     naive_se = sd / math.sqrt(n)
     if n_clusters < 2:
-        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), n_clusters
+        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), None, n_clusters
     se = 0.0 if sd == 0.0 else cr1_se(differences - delta, codes, n_clusters)
     statistic, p_value = _z_test(delta, se)
     # The detectable effect of a mean whose standard error is `se`: (z_alpha + z_power) * se.
     mde = minimum_detectable_effect(1, sd=se, alpha=1.0 - confidence, power=_MDE_POWER)
-    boot = (math.nan, math.nan)
-    if resamples > 0:
-        sums = np.bincount(codes, weights=differences, minlength=n_clusters).astype(np.float64)
-        sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
-        boot = _bootstrap(sums, resamples, confidence, seed, sizes)
+    sums = np.bincount(codes, weights=differences, minlength=n_clusters).astype(np.float64)
+    sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
     spread = _Spread(
-        sd, se, naive_se, statistic, p_value, delta - z * se, delta + z * se, mde, *boot, resamples
+        sd, se, naive_se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
     )
-    return spread, n_clusters
+    return spread, _Resampled(sums, sizes), n_clusters
 
 
 def _mcnemar_of(
@@ -390,29 +392,108 @@ def paired_comparison(
             `clusters` is not aligned with them, `binary=True` with non-binary scores, or
             `bootstrap_resamples < 0`.
     """
-    base = as_values("baseline", baseline)
-    treat = as_values("treatment", treatment)
-    if base.size != treat.size:
+    (result,) = paired_comparisons(
+        [(baseline, treatment, binary)],
+        confidence=confidence,
+        bootstrap_resamples=bootstrap_resamples,
+        seed=seed,
+        clusters=clusters,
+    )
+    return result
+
+
+def paired_comparisons(
+    comparisons: Sequence[tuple[Iterable[float], Iterable[float], bool | None]],
+    *,
+    confidence: float = 0.95,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+    clusters: Sequence[Hashable] | None = None,
+) -> tuple[PairedComparison, ...]:
+    """Several `paired_comparison`s of the same pairs, e.g. of pass/fail and of scores.
+
+    `comparisons` holds `(baseline, treatment, binary)` per comparison; every one must
+    have the same number of pairs. Each result equals `paired_comparison(baseline,
+    treatment, binary=binary, ...)` with the same arguments, bit for bit; the bootstrap
+    draws its random indices once for all of them instead of once each.
+
+    Raises:
+        InvalidStatisticError: as `paired_comparison`, or the comparisons have different
+            numbers of pairs.
+    """
+    scores = []
+    for baseline, treatment, binary in comparisons:
+        base = as_values("baseline", baseline)
+        treat = as_values("treatment", treatment)
+        if base.size != treat.size:
+            raise InvalidStatisticError(
+                "baseline and treatment must hold one score per sample in the same order, "
+                f"got lengths {base.size} and {treat.size}"
+            )
+        scores.append((base, treat, binary))
+    sizes = {base.size for base, _, _ in scores}
+    if len(sizes) > 1:
         raise InvalidStatisticError(
-            "baseline and treatment must hold one score per sample in the same order, "
-            f"got lengths {base.size} and {treat.size}"
+            f"comparisons of the same pairs must have as many pairs, got {sorted(sizes)}"
         )
     if clusters is not None:
-        check_same_length(("scores", "clusters"), range(base.size), clusters)
+        for base, _, _ in scores:
+            check_same_length(("scores", "clusters"), range(base.size), clusters)
     z = critical_value(confidence)
     resamples = as_count("bootstrap_resamples", bootstrap_resamples)
-    differences = treat - base
+    parts = []
+    for base, treat, _ in scores:
+        differences = treat - base
+        delta = float(differences.mean())
+        n_clusters = None
+        if clusters is None:
+            spread, drawn = _independent_spread(differences, delta, z=z, confidence=confidence)
+        else:
+            spread, drawn, n_clusters = _clustered_spread(
+                differences, delta, clusters, z=z, confidence=confidence
+            )
+        parts.append((differences, delta, spread, drawn, n_clusters))
+    drawn_all = [drawn for *_, drawn, _ in parts if drawn is not None]
+    ends = iter(
+        _bootstrap(drawn_all, resamples, confidence, seed) if resamples > 0 and drawn_all else []
+    )
+    results = []
+    for (base, treat, binary), (differences, delta, spread, drawn, n_clusters) in zip(
+        scores, parts, strict=True
+    ):
+        if drawn is not None:
+            low, high = next(ends, (math.nan, math.nan))
+            spread = spread._replace(
+                bootstrap_low=low, bootstrap_high=high, bootstrap_resamples=resamples
+            )
+        results.append(
+            _result(
+                base,
+                treat,
+                binary,
+                differences,
+                delta,
+                spread,
+                n_clusters,
+                confidence,
+                clusters is None,
+            )
+        )
+    return tuple(results)
+
+
+def _result(
+    base: npt.NDArray[np.float64],
+    treat: npt.NDArray[np.float64],
+    binary: bool | None,
+    differences: npt.NDArray[np.float64],
+    delta: float,
+    spread: _Spread,
+    n_clusters: int | None,
+    confidence: float,
+    independent: bool,
+) -> PairedComparison:
     n = int(differences.size)
-    delta = float(differences.mean())
-    n_clusters = None
-    if clusters is None:
-        spread = _independent_spread(
-            differences, delta, z=z, confidence=confidence, resamples=resamples, seed=seed
-        )
-    else:
-        spread, n_clusters = _clustered_spread(
-            differences, delta, clusters, z=z, confidence=confidence, resamples=resamples, seed=seed
-        )
     return PairedComparison(
         n=n,
         baseline_mean=float(base.mean()),
@@ -425,7 +506,7 @@ def paired_comparison(
         high=spread.high,
         statistic=spread.statistic,
         p_value=spread.p_value,
-        mcnemar=_mcnemar_of(base, treat, binary, independent=clusters is None),
+        mcnemar=_mcnemar_of(base, treat, binary, independent=independent),
         bootstrap_low=spread.bootstrap_low,
         bootstrap_high=spread.bootstrap_high,
         bootstrap_resamples=spread.bootstrap_resamples,
