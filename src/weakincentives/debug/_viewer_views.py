@@ -6,6 +6,7 @@ Non-finite floats (an unknown interval) become `null`, since JSON has no NaN.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -327,15 +328,7 @@ def comparison_view(
             "p_value": c.p_value,
             "test_name": c.test_name,
             "n_clusters": c.n_clusters,
-            "mcnemar": None
-            if test is None
-            else {
-                "b": test.b,
-                "c": test.c,
-                "statistic": test.statistic,
-                "p_value": test.p_value,
-                "exact": test.exact,
-            },
+            "mcnemar": None if test is None else dataclasses.asdict(test),
             "minimum_detectable_effect": c.minimum_detectable_effect,
             "score_delta": scores.delta if scores else None,
             "score_delta_ci": [scores.low, scores.high] if scores else [None, None],

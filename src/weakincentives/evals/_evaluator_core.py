@@ -370,9 +370,9 @@ def call_evaluator(
         ConfigurationError: `aware` is true but there is no session to give it.
         InvalidScoreError: the evaluator returned something other than a `Score`.
     """
-    name = evaluator_name(evaluator)
     if aware:
         if session is None:
+            name = evaluator_name(evaluator)
             raise ConfigurationError(
                 f"evaluator {name} is session-aware but was called without a session; "
                 "call it through run_evaluator(..., session) or wrap a plain one with adapt()",
@@ -382,6 +382,7 @@ def call_evaluator(
         result = evaluator(output, expected)
     if isinstance(result, Score):
         return result
+    name = evaluator_name(evaluator)  # only for the messages: this runs per sample
     if inspect.iscoroutine(result):
         result.close()  # never awaited: close it so Python does not warn about it
         raise InvalidScoreError(

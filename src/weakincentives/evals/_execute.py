@@ -132,9 +132,8 @@ def execute_function(
             deadline.check(f"function {loop.name}")
     except Exception as exc:
         latency = (clock.monotonic() - start) * 1000.0
-        kind = classify_error(exc, "agent")
-        result = _error(request, delivery_count, latency, kind, exc, _NO_EXTRAS)
-        return SampleOutcome(result, None, None, exc, "agent")
+        return score_finished(exc, evaluator, request, latency_ms=latency,
+                              delivery_count=delivery_count)  # fmt: skip
     latency = (clock.monotonic() - start) * 1000.0
     return score_output(
         output, evaluator, request, latency_ms=latency, record_transcript=record_transcript,

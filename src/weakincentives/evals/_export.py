@@ -38,6 +38,7 @@ by sample when epochs repeat), and so are the paired statistics of a comparison:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -173,15 +174,7 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
         "p_value_bh": comparison.p_value_bh,
         "test_name": comparison.test_name,
         "n_clusters": comparison.n_clusters,
-        "mcnemar": None
-        if test is None
-        else {
-            "b": test.b,
-            "c": test.c,
-            "statistic": test.statistic,
-            "p_value": test.p_value,
-            "exact": test.exact,
-        },
+        "mcnemar": None if test is None else dataclasses.asdict(test),
         "minimum_detectable_effect": comparison.minimum_detectable_effect,
         "score_delta": scores.delta if scores else math.nan,
         "score_delta_ci": _pair(scores.interval) if scores else [math.nan, math.nan],

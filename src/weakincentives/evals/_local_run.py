@@ -211,8 +211,8 @@ class LocalRun:
         # One generator shared by every worker task. `next()` on it never awaits, so the
         # tasks cannot interleave inside it; the sample-major order keeps the experiments
         # and epochs of one sample together. It yields what to run, not the request:
-        # slot threads pull under a lock, and a request's uuid4 (an os.urandom call that
-        # releases the GIL) is made after the lock is let go.
+        # slot threads pull under a lock, and building the request (its id, its clock
+        # reading) need not hold it.
         experiments, epochs, done = self.settings.experiments, self.settings.epochs, self.done
         for sample in self.source:
             for experiment in experiments:
@@ -237,7 +237,7 @@ class LocalRun:
         return self.target.blocking
 
     async def _run_threads(self, call: Callable[[EvalRequest[Any, Any]], SampleOutcome]) -> None:
-        """`max_concurrent` long-lived threads, each looping over the shared work.
+        """Up to `max_concurrent` long-lived threads, each looping over the shared work.
 
         One thread start per slot, none per sample: the threads take requests, run
         them and append the results themselves. The event loop only waits (in one

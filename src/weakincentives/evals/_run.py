@@ -42,6 +42,7 @@ from ._runfile import (
     iter_results,
     latest_results,
     lock_is_held,
+    repair_tail,
     sync_file_and_dir,
     write_atomic,
 )
@@ -403,13 +404,14 @@ class RunHandle:
         return result
 
     def _open_fd(self) -> int:
-        # Called with self._lock held.
+        # Called with self._lock held. Waits out a repair first (see `_repair`); the run
+        # may have been finished meanwhile, hence the check after it.
+        if self._repairing:
+            self._no_writers.wait_for(lambda: not self._repairing)
         if self._fd < 0:
             raise RunStoreError(
                 f"run {self.run_id} is not open for writing here; use RunStore.resume to append"
             )
-        if self._repairing:
-            self._no_writers.wait_for(lambda: not self._repairing)
         return self._fd
 
     def _wait_for_writers(self) -> None:
@@ -454,29 +456,13 @@ class RunHandle:
             self._repairing = True
             try:
                 self._wait_for_writers()
-                self._drop_cut_line()
+                try:
+                    repair_tail(self.results_path)  # never leave half a line behind
+                except OSError:
+                    _log.exception("cannot roll back a partial write to %s", self.results_path)
             finally:
                 self._repairing = False
                 self._no_writers.notify_all()
-
-    def _drop_cut_line(self) -> None:
-        """Truncate `results.jsonl` after its last complete line (never leave half a line)."""
-        try:
-            with self.results_path.open("rb") as f:
-                end = f.seek(0, os.SEEK_END)
-                pos = end
-                while pos > 0:
-                    step = min(pos, 1 << 16)
-                    f.seek(pos - step)
-                    newline = f.read(step).rfind(b"\n")
-                    if newline >= 0:
-                        pos = pos - step + newline + 1
-                        break
-                    pos -= step
-            if pos < end:
-                os.truncate(self.results_path, pos)
-        except OSError:
-            _log.exception("cannot roll back a partial write to %s", self.results_path)
 
     def _sync(self, *, blocking: bool) -> None:
         if not self._sync_lock.acquire(blocking=blocking):

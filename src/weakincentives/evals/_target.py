@@ -8,10 +8,10 @@ same way whatever the target:
 - a sync function is wrapped in a `FunctionLoop` and runs the same way; when nothing
   reads the run's session (the function takes none, the evaluator is plain, no
   environment), `execute_function` calls it without making one;
-- both also offer `blocking`, the whole sample as one blocking call: when a run has no
-  timeout, environments nor progress sink, `LocalRun` starts `max_concurrent` long-lived
-  threads that each loop over the shared work with it (one thread hop per worker, not
-  per sample);
+- both also offer `blocking`, the whole sample as one blocking call: when a run has
+  neither timeout nor environments, `LocalRun` starts up to `max_concurrent` long-lived
+  threads that each loop over the shared work with it (one thread start per worker, no
+  hop per sample);
 - an `async def` function is awaited on the event loop itself (no thread while it waits),
   recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
   scored by `score_finished` in a worker thread (evaluators are sync and may call a

@@ -179,8 +179,6 @@ class _RandomIds:
     """
 
     _BATCH = 16 * 256
-    _VERSION_MASK = ~((0xF000 << 64) | (0xC000 << 48))  # clears the version and variant bits
-    _VERSION_BITS = (4 << 76) | (0x8000 << 48)  # version 4, RFC 4122 variant
 
     def __init__(self) -> None:
         self._reset()
@@ -199,8 +197,7 @@ class _RandomIds:
                 pool = self._pool = os.urandom(self._BATCH)
                 start = 0
             self._next = start + 16
-        bits = int.from_bytes(pool[start : start + 16])
-        return uuid.UUID(int=bits & self._VERSION_MASK | self._VERSION_BITS)
+        return uuid.UUID(bytes=pool[start : start + 16], version=4)  # as uuid.uuid4() does
 
 
 _new_request_id = _RandomIds()

@@ -387,27 +387,38 @@ class MailboxWorker(Generic[T, R]):
 
     def _next_delivery(self, done: _Delivery) -> _Delivery | None:
         """Release `done`'s slot, or hand it to the next message when one is waiting."""
-        nxt = None
-        refill = self._refill
-        if refill is not None and not self._stop.is_set():
-            try:
-                got = refill()
-            except MailboxError:
-                got = []  # the receiving thread notices and backs off
-            if got:
-                self._count("received", len(got))
-                nxt = self._delivery(got[0])
+        nxt = self._take_next()
         self._beat()
-        with self._cond:
+        with self._cond:  # one decision under the lock: the slot is released or handed on
             self._inflight.pop(done.message.receipt_handle, None)
-            if nxt is not None and not self._stop.is_set():
+            keep = nxt is not None and not self._stop.is_set()
+            if nxt is not None and keep:
                 self._inflight[nxt.message.receipt_handle] = nxt
             self._cond.notify_all()
-        if nxt is not None and self._stop.is_set():
+        if nxt is not None and not keep:
             self._settle_quietly(nxt.message, 0.0)  # stopping: back to the queue untouched
             self._count("returned")
             return None
         return nxt
+
+    def _take_next(self) -> _Delivery | None:
+        refill = self._refill
+        if refill is None or self._stop.is_set():
+            return None
+        try:
+            got = refill()
+        except MailboxError:
+            return None  # the receiving loop meets the same failure and backs off
+        if not got:
+            return None
+        self._count("received", len(got))
+        try:
+            return self._delivery(got[0])
+        except Exception:  # the slot must be released whatever happens here
+            _log.exception("%s: cannot start message %s", self._name, got[0].id)
+            self._settle_quietly(got[0], 0.0)
+            self._count("returned")
+            return None
 
     def _on_failure(self, delivery: _Delivery, error: Exception) -> None:
         message = delivery.message
