@@ -536,10 +536,10 @@ def test_a_rerun_of_the_example_suite_is_served_from_the_response_cache(work: Pa
     ("stats", "expected"),
     [
         ({"hits": 3, "misses": 1, "writes": 1}, "3 hits, 1 misses (75% hit rate), 1 stored"),
-        ({"hits": 0, "misses": 0, "writes": 0}, "no lookups (a model that samples"),
+        ({"hits": 0, "misses": 0, "writes": 0}, "no lookups (nothing reached the model"),
     ],
 )
 def test_cache_summary(stats: dict[str, int], expected: str) -> None:
-    from weakincentives.cli._eval import cache_summary
+    from weakincentives.cli._eval import _cache_summary
 
-    assert expected in cache_summary(stats)
+    assert expected in _cache_summary(stats)

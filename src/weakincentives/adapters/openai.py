@@ -375,8 +375,8 @@ class _KeyFreeCache:
 
     def __init__(self, cache: ResponseCache, secret: str) -> None:
         self._cache = cache
-        guarded = len(secret) >= _MIN_GUARDED_KEY and secret != _NO_KEY
-        self._secret = secret.encode() if guarded else b""
+        # Short keys (the placeholder `_NO_KEY` among them) are not real secrets.
+        self._secret = secret.encode() if len(secret) >= _MIN_GUARDED_KEY else b""
 
     def get(self, key: str) -> bytes | None:
         return self._cache.get(key)

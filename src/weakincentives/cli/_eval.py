@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from weakincentives.adapters import CacheableAdapter
+from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
@@ -47,7 +47,7 @@ from ._targets import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["RunPlan", "build_plan", "cache_summary", "register"]
+__all__ = ["RunPlan", "build_plan", "register"]
 
 EXIT_BELOW_THRESHOLD = 1
 EXIT_USAGE = 2
@@ -349,20 +349,22 @@ def _print_run(report: EvalReport, plan: RunPlan, hints: _Hints, *, as_json: boo
     report.render(console, baseline=baseline)
     cache = report.config.get("cache")
     if isinstance(cache, Mapping):
-        console.print(cache_summary(cache), highlight=False, soft_wrap=True)
+        console.print(_cache_summary(cache), highlight=False, soft_wrap=True)
     console.print(hints.text(run_id), highlight=False, soft_wrap=True)
 
 
-def cache_summary(stats: Mapping[str, int]) -> str:
+def _cache_summary(stats: Mapping[str, int]) -> str:
     """One line on the response cache of a run: hits, misses, writes, or why it was idle."""
-    hits, misses, writes = stats.get("hits", 0), stats.get("misses", 0), stats.get("writes", 0)
-    if not hits + misses:
+    s = CacheStats(**stats)
+    if not s.hits + s.misses:
         return (
-            "Response cache: no lookups (a model that samples, with temperature unset or "
-            "above 0, is not cached unless the adapter has cache_nondeterministic=True)"
+            "Response cache: no lookups (nothing reached the model, or the model samples: "
+            "temperature unset or above 0 is not cached without cache_nondeterministic=True)"
         )
-    rate = hits / (hits + misses)
-    return f"Response cache: {hits} hits, {misses} misses ({rate:.0%} hit rate), {writes} stored"
+    return (
+        f"Response cache: {s.hits} hits, {s.misses} misses ({s.hit_rate:.0%} hit rate), "
+        f"{s.writes} stored"
+    )
 
 
 def _check_threshold(report: EvalReport, fail_under: float | None) -> None:

@@ -193,9 +193,7 @@ def is_inline_evaluator(fn: Callable[..., Any]) -> bool:
     A `functools.partial` is inline when the function it binds is
     (`partial(contains, case_sensitive=False)`); anything unmarked is not.
     """
-    for _ in range(64):  # partial of a partial ...; bounded against cycles
-        if not isinstance(fn, functools.partial):
-            break
+    while isinstance(fn, functools.partial):
         fn = fn.func
     return getattr(fn, INLINE_ATTR, False) is True
 

@@ -231,7 +231,7 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
         """Call the function under `experiment` (deadline is checked after the call)."""
         del budget, heartbeat
         clock, name = self.clock, self.name
-        if deadline is not None and isinstance(deadline, int | float):
+        if isinstance(deadline, int | float):
             deadline = Deadline.after(float(deadline), clock=clock)
         session = self.create_session()
         session.dispatch(experiment or BASELINE)

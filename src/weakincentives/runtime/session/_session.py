@@ -62,11 +62,12 @@ def upsert_by(key: Callable[[Any], Hashable]) -> Reducer:
 class SliceView(Generic[T]):
     """Read-only queries over one slice."""
 
-    def __init__(self, read: Callable[[], tuple[T, ...]]) -> None:
-        self._reader = read
+    def __init__(self, session: Session, slice_type: type[T]) -> None:
+        self._session = session
+        self._type = slice_type
 
     def _read(self) -> tuple[T, ...]:
-        return self._reader()
+        return self._session._values(self._type)
 
     def all(self) -> tuple[T, ...]:
         """Return every value, oldest first."""
@@ -87,15 +88,6 @@ class SliceView(Generic[T]):
 
 class Slice(SliceView[T]):
     """Read-write access to one slice of a `Session`."""
-
-    def __init__(self, session: Session, slice_type: type[T]) -> None:
-        # No reader closure (`SliceView.__init__`): `_read` asks the session directly, so
-        # `session[T]` costs two attribute stores (evaluations read slices per sample).
-        self._session = session
-        self._type = slice_type
-
-    def _read(self) -> tuple[T, ...]:
-        return self._session._values(self._type)
 
     def seed(self, values: Iterable[T]) -> None:
         """Replace the slice's values with `values` (no reducer runs)."""
@@ -247,8 +239,7 @@ class SessionView:
         return self._session.session_id
 
     def __getitem__(self, slice_type: type[T], /) -> SliceView[T]:
-        session = self._session
-        return SliceView(lambda: session._values(slice_type))
+        return SliceView(self._session, slice_type)
 
     def slice_types(self) -> Sequence[type[Any]]:
         """Return the types of every non-empty slice."""
