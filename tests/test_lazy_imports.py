@@ -115,6 +115,10 @@ def test_evals_leave_heavy_modules_unloaded(code: str, tmp_path: Path) -> None:
         pytest.param("import weakincentives.cli", id="import-cli"),
         pytest.param("from weakincentives.cli import app, main", id="import-app"),
         pytest.param("from weakincentives.debug import DebugBundle", id="debug-bundle"),
+        pytest.param(
+            "from weakincentives.debug import DEFAULT_HOST, host_warning, is_loopback",
+            id="debug-host",
+        ),
     ],
 )
 def test_cli_and_debug_leave_heavy_modules_unloaded(code: str, tmp_path: Path) -> None:
@@ -145,13 +149,6 @@ def test_first_use_loads_the_module(code: str, expected: list[str], tmp_path: Pa
     # The check above sees modules that are loaded: the names appear once they are used.
     watched = ("numpy", "rich", "weakincentives.debug._html_report")
     assert loaded_after(code, watched, tmp_path) == expected
-
-
-def test_cli_default_host_is_the_viewers() -> None:
-    from weakincentives.cli._debug import DEFAULT_HOST as CLI_DEFAULT_HOST
-    from weakincentives.debug import DEFAULT_HOST
-
-    assert CLI_DEFAULT_HOST == DEFAULT_HOST
 
 
 def test_debug_package_lists_every_lazy_name() -> None:

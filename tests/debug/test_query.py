@@ -25,7 +25,7 @@ from weakincentives.debug import (
 )
 from weakincentives.debug import _run_tables as run_tables
 from weakincentives.debug._query_cache import CACHE_FILE
-from weakincentives.debug._readonly import readonly_copy, run_statement
+from weakincentives.debug._readonly import readonly_copy, run_statement, tables_read
 from weakincentives.debug._run_tables import RUN_TABLES, RunTables
 from weakincentives.errors import QueryError
 from weakincentives.evals import (
@@ -395,6 +395,8 @@ def cached_parts(run_dir: Path) -> set[str]:
         ("SELECT r.sample_id FROM results AS r WHERE r.reward > 0.5", True),
         ("SELECT json_extract(metrics, '$.correct') FROM results", True),
         ("SELECT (SELECT max(reward) FROM results) AS best", True),
+        ("EXPLAIN SELECT sample_id FROM results", False),
+        ("EXPLAIN QUERY PLAN SELECT sample_id FROM results WHERE reward > 0", True),
     ],
 )
 def test_reward_and_metrics_are_filled_for_queries_that_read_them(
@@ -624,6 +626,40 @@ def test_the_read_only_connection_alone_refuses_writes(sql: str) -> None:
         run_statement(conn, sql)
     assert conn.execute("SELECT * FROM results").fetchall() == [("s1", 0)]
     assert run_statement(conn, "PRAGMA query_only").rows == ((1,),)
+
+
+def readonly_results() -> sqlite3.Connection:
+    source = sqlite3.connect(":memory:")
+    source.execute("CREATE TABLE results (sample_id TEXT, passed INTEGER, reward REAL)")
+    source.execute("CREATE TABLE runs (run_id TEXT)")
+    return readonly_copy(source)
+
+
+@pytest.mark.parametrize(
+    ("sql", "read"),
+    [
+        ("SELECT 1", {}),
+        ("SELECT count(*) FROM results", {"results": set()}),
+        ("SELECT * FROM results", {"results": {"sample_id", "passed", "reward"}}),
+        ("EXPLAIN SELECT Reward FROM Results", {"results": {"reward"}}),
+        ("WITH t AS (SELECT passed FROM results) SELECT run_id FROM runs, t",
+         {"results": {"passed"}, "runs": {"run_id"}}),
+    ],
+)  # fmt: skip
+def test_tables_read_names_the_tables_and_columns_a_statement_reads(
+    sql: str, read: dict[str, set[str]]
+) -> None:
+    assert tables_read(readonly_results(), sql) == read
+
+
+@pytest.mark.parametrize("sql", WRITES)
+def test_tables_read_refuses_writes_and_leaves_the_policy_in_place(sql: str) -> None:
+    conn = readonly_results()
+    with pytest.raises(QueryError):
+        tables_read(conn, sql)
+    assert tables_read(conn, "SELECT passed FROM results") == {"results": {"passed"}}
+    with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+        conn.execute("CREATE TEMP TABLE x (a)")
 
 
 @pytest.mark.parametrize("sql", WRITES)

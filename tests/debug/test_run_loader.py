@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from weakincentives import serde
+from weakincentives.debug import ResultFilter, ResultIndex, query
 from weakincentives.debug._run_loader import (
     COMPLETE,
     METRICS,
@@ -100,8 +101,8 @@ def test_fields_are_pulled_from_json_lines_and_other_text_is_skipped(
     sql = fields_select(("sample_id", "epoch", "passed", "score", "metadata", "output"))
     (rows,) = [conn.execute(sql).fetchall() for _ in stage_lines(conn, path)]
     assert rows == [
-        (1, 0, "s1", 2, None, None, '{"k":[1,2]}', None),
-        (3, rows[1][1], "bad \ufffd byte", 0, None, None, None, None),
+        (1, 0, "s1", 2, 0, None, '{"k":[1,2]}', None),  # no score: not passed
+        (3, rows[1][1], "bad \ufffd byte", 0, 0, None, None, None),
         (4, rows[2][1], "caf\u00e9", 0, 1, 0.5, None, None),
     ]
 
@@ -157,3 +158,38 @@ def test_results_written_by_the_run_store_load(conn: sqlite3.Connection, tmp_pat
     for _ in stage_lines(conn, path):
         (row,) = conn.execute(fields_select(names)).fetchall()
     assert row == (1, 0, "s1", "e", 1, 1, 1.0, "ok", 12.5)
+
+
+SCORES_WITHOUT_PASSED = {
+    "high": {"value": 0.8},
+    "edge": {"value": 0.5},
+    "low": {"value": 0.2},
+    "told-no": {"value": 0.9, "passed": False},
+    "told-yes": {"value": 0.1, "passed": True},
+}
+"""Scores as lines may hold them: `passed` left out defaults to `value >= 0.5`."""
+
+
+def test_query_and_viewer_agree_with_score_on_a_missing_passed(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    lines = [
+        json.dumps({"sample_id": sid, "experiment_name": "e", "score": score, "latency_ms": 1})
+        for sid, score in SCORES_WITHOUT_PASSED.items()
+    ]
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    expected = {
+        sid: serde.loads(EvalResult, line).score.passed
+        for sid, line in zip(SCORES_WITHOUT_PASSED, lines, strict=True)
+    }
+    assert expected == {"high": True, "edge": True, "low": False, "told-no": False,
+                        "told-yes": True}  # fmt: skip
+
+    rows = query(run, "SELECT sample_id, passed FROM results", cache=False).rows
+    assert {sid: bool(passed) for sid, passed in rows} == expected
+    index = ResultIndex()
+    index.add_run(run)
+    index.finish()
+    viewed = index.page("r", ResultFilter()).rows
+    assert {row.sample_id: row.passed for row in viewed} == expected
+    assert {row.sample_id: row.status == "passed" for row in viewed} == expected

@@ -14,13 +14,11 @@ from typing import Annotated
 
 import typer
 
+# `_host` is standard library only: these names load without the viewer (or numpy).
+from weakincentives.debug import DEFAULT_HOST, host_warning
 from weakincentives.errors import ViewerError
 
-__all__ = ["DEFAULT_HOST", "debug_command", "register"]
-
-DEFAULT_HOST = "127.0.0.1"
-"""`weakincentives.debug.DEFAULT_HOST`, spelled out so that `wink` starts without importing
-the viewer (and numpy); a test checks that the two agree."""
+__all__ = ["debug_command", "register"]
 
 
 def debug_command(
@@ -38,7 +36,7 @@ def debug_command(
     """Browse runs, samples, A/B flips and debug bundles in a local web viewer."""
     from rich.console import Console
 
-    from weakincentives.debug import ViewerServer, host_warning
+    from weakincentives.debug import ViewerServer
 
     err = Console(stderr=True, highlight=False)
     warning = host_warning(host)

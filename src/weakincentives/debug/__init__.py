@@ -38,6 +38,7 @@ from weakincentives.runtime.bundle import (
 
 if TYPE_CHECKING:
     from weakincentives.debug._bundle import BundleLimits, DebugBundle
+    from weakincentives.debug._host import DEFAULT_HOST, host_warning, is_loopback
     from weakincentives.debug._html_report import render_html_report, write_html_report
     from weakincentives.debug._query import (
         BUNDLE_EXAMPLES,
@@ -50,13 +51,7 @@ if TYPE_CHECKING:
     )
     from weakincentives.debug._readonly import QueryResult
     from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
-    from weakincentives.debug._viewer import (
-        DEFAULT_HOST,
-        ViewerServer,
-        create_viewer_app,
-        host_warning,
-        is_loopback,
-    )
+    from weakincentives.debug._viewer import ViewerServer, create_viewer_app
     from weakincentives.debug._viewer_data import ViewerData
     from weakincentives.debug._viewer_index import ResultIndex
     from weakincentives.debug._viewer_types import ResultFilter
@@ -76,11 +71,11 @@ _LAZY: dict[str, str] = {
     "QueryResult": "_readonly",
     "BUNDLE_TABLE_COLUMNS": "_tables",
     "bundle_tables": "_tables",
-    "DEFAULT_HOST": "_viewer",
+    "DEFAULT_HOST": "_host",
+    "host_warning": "_host",
+    "is_loopback": "_host",
     "ViewerServer": "_viewer",
     "create_viewer_app": "_viewer",
-    "host_warning": "_viewer",
-    "is_loopback": "_viewer",
     "ViewerData": "_viewer_data",
     "ResultIndex": "_viewer_index",
     "ResultFilter": "_viewer_types",

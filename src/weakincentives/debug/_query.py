@@ -271,7 +271,7 @@ class QueryDatabase:
         """
         text = check_statement(sql)
         if self._runs is not None and self._probe is not None:
-            self._load(self._parts_read(self._runs, self._probe, text))
+            self._load(self._parts_read(text))
         if self._reader is None:
             self._reader = readonly_copy(self._builder)
         expired: Callable[[], bool] | None = None
@@ -314,14 +314,13 @@ class QueryDatabase:
         if self._cache_file is not None and persisted != before - {"runs"}:
             store_cache(self._builder, self._cache_file, self._signature, sorted(persisted))
 
-    @staticmethod
-    def _parts_read(runs: RunTables, probe: sqlite3.Connection, sql: str) -> set[str]:
+    def _parts_read(self, sql: str) -> set[str]:
         """The run tables `sql` reads, plus `SCORE_METRICS` when it reads those columns."""
-        names = tables_read(probe, sql)
-        if "results" in names and SCORE_METRICS not in runs.filled:
-            columns = _columns_read(probe, sql, "results")
-            if columns is None or columns & SCORE_METRIC_COLUMNS:
-                names.add(SCORE_METRICS)
+        assert self._probe is not None
+        read = tables_read(self._probe, sql)
+        names = set(read)
+        if SCORE_METRIC_COLUMNS & read.get("results", set()):
+            names.add(SCORE_METRICS)
         return names
 
     def _count(self, table: str) -> int:
@@ -339,33 +338,6 @@ def query(
     """
     with QueryDatabase.open(target, cache=cache) as db:
         return db.execute(sql, limit=limit)
-
-
-def _columns_read(probe: sqlite3.Connection, sql: str, table: str) -> set[str] | None:
-    """Columns of `table` that `sql` reads (None when that cannot be told).
-
-    Compiles `EXPLAIN sql` (nothing runs) under an authorizer that only records. Call it
-    after `tables_read` vetted `sql` on the same probe: that call puts the read-only
-    policy back in place, and this one leaves an authorizer that refuses everything.
-    """
-    seen: set[str] = set()
-
-    def record(
-        action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None
-    ) -> int:
-        del db, src
-        if action == sqlite3.SQLITE_READ and (arg1 or "").lower() == table:
-            seen.add((arg2 or "").lower())
-        return sqlite3.SQLITE_OK
-
-    probe.set_authorizer(record)
-    try:
-        probe.execute(f"EXPLAIN {sql}").close()
-    except (sqlite3.Error, sqlite3.Warning):
-        return None  # e.g. the statement is an EXPLAIN already
-    finally:
-        probe.set_authorizer(lambda *_: sqlite3.SQLITE_DENY)
-    return seen
 
 
 def _resolve(path: Path) -> tuple[TargetKind, tuple[RunSource, ...]]:

@@ -155,22 +155,27 @@ def _first_word(text: str) -> str:
     return word.group() if word else rest[:1]
 
 
-def tables_read(conn: sqlite3.Connection, sql: str) -> set[str]:
-    """Names (lower case) of the tables `sql` reads, found by compiling it without running it.
+def tables_read(conn: sqlite3.Connection, sql: str) -> dict[str, set[str]]:
+    """The tables `sql` reads and, for each, the columns it reads (all names lower case).
 
-    `conn` must be a `readonly_copy`: the statement is compiled under the same authorizer,
-    with an `EXPLAIN` prefix so that nothing runs.
+    Found by compiling the statement without running it: `conn` must be a
+    `readonly_copy`, the statement is compiled under the same authorizer, with an
+    `EXPLAIN` prefix (unless it has one) so that nothing runs. The authorizer is asked
+    about every column read as the statement compiles, so one compile tells both; a
+    table read without naming a column (`count(*)`) maps to an empty set.
 
     Raises:
         QueryError: the SQL does not compile or is not allowed.
     """
-    seen: set[str] = set()
+    seen: dict[str, set[str]] = {}
 
     def record(
         action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None
     ) -> int:
         if action == sqlite3.SQLITE_READ and arg1:
-            seen.add(arg1.lower())
+            columns = seen.setdefault(arg1.lower(), set())
+            if arg2:
+                columns.add(arg2.lower())
         return _authorize(action, arg1, arg2, db, src)
 
     text = check_statement(sql)

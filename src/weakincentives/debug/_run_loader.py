@@ -68,7 +68,7 @@ FIELDS: Mapping[str, str] = {
     "experiment": "j ->> '$.experiment_name'",
     "epoch": "coalesce(j ->> '$.epoch', 0)",
     "request_id": "j ->> '$.request_id'",
-    "passed": "j ->> '$.score.passed'",
+    "passed": "coalesce(j ->> '$.score.passed', (j ->> '$.score.value') >= 0.5, 0)",
     "score": "j ->> '$.score.value'",
     "reason": "j ->> '$.score.reason'",
     "score_metrics": "j -> '$.score.metrics'",
@@ -87,9 +87,11 @@ FIELDS: Mapping[str, str] = {
 }
 """SQL expressions over a staged line `j`, by the name `fields_select` gives them.
 
-Values as written: `passed` is the score's own verdict (errors are not folded in),
-`score_metrics` the score's metric list as JSON, `metadata` / `output` JSON text,
-`tool_calls` / `messages` how many were recorded.
+Values as written: `score_metrics` the score's metric list as JSON, `metadata` / `output`
+JSON text, `tool_calls` / `messages` how many were recorded. `passed` is the score's own
+verdict (errors are not folded in); a line without one gets `Score`'s default,
+`value >= 0.5` (0 when it has no score at all). `wink query` and the viewer both take it
+from here, so they agree.
 """
 
 _STAGE_SQL = (

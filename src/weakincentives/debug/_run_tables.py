@@ -92,7 +92,7 @@ def _fill_results_sql(*, score_metrics: bool) -> str:
     return f"""
 INSERT INTO results
 SELECT :run_id, sample_id, experiment, epoch, request_id,
-    error IS NULL AND coalesce(passed, 0), score, reason, {reward},
+    error IS NULL AND passed, score, reason, {reward},
     latency_ms, input_tokens, output_tokens, cached_tokens, input_tokens + output_tokens,
     error_kind, error, metadata, output, {metrics}, bundle_path, delivery_count, line
 FROM ({fields_select(fields)})

@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import threading
 from pathlib import Path
@@ -20,40 +19,17 @@ from typing import TYPE_CHECKING
 
 from weakincentives.errors import ViewerError
 
+from ._host import DEFAULT_HOST, is_loopback
 from ._viewer_data import ViewerData
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.applications import Starlette
 
-__all__ = ["DEFAULT_HOST", "ViewerServer", "create_viewer_app", "host_warning", "is_loopback"]
-
-DEFAULT_HOST = "127.0.0.1"
-"""Where the viewer listens unless `--host` says otherwise: this machine only."""
+__all__ = ["ViewerServer", "create_viewer_app"]
 
 _INSTALL_HINT = "`wink debug` needs the viewer extra: pip install 'weakincentives[viewer]'"
 _STOP_TIMEOUT = 10.0
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (`127.0.0.0/8`, `::1`, `localhost`)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def host_warning(host: str) -> str | None:
-    """The warning to print before serving on `host`, or None when it is loopback-only."""
-    if is_loopback(host):
-        return None
-    return (
-        f"warning: serving on {host}: anyone who can reach this address can read every "
-        "result, transcript and bundle shown, with no authentication. Use the default "
-        f"--host {DEFAULT_HOST} unless you mean it."
-    )
 
 
 def create_viewer_app(target: str | Path | ViewerData, *, host: str = DEFAULT_HOST) -> Starlette:

@@ -42,6 +42,7 @@ from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
+from ._run_schema import KEY
 from ._viewer_types import (
     SORT_KEYS,
     Facets,
@@ -81,7 +82,6 @@ CREATE INDEX results_tokens ON results (run_id, tokens);
 CREATE INDEX meta_key ON meta (key, value, result_id);
 """
 
-_KEY = ("run_id", "sample_id", "experiment", "epoch")
 _ROW_COLUMNS = (
     "id", "run_id", "sample_id", "experiment", "epoch", "status", "error_kind", "score",
     "passed", "latency_ms", "input_tokens", "output_tokens", "tokens", "reason", "error",
@@ -99,7 +99,7 @@ _CHECKS = (
     ("typeof(experiment) = 'text'", "experiment_name is missing or not a string"),
     ("typeof(epoch) = 'integer'", "epoch is not an integer"),
     ("typeof(score) IN ('integer', 'real')", "score.value is missing or not a number"),
-    ("ifnull(passed IN (0, 1), 1)", "score.passed is not a boolean"),
+    ("passed IN (0, 1)", "score.passed is not a boolean"),
     ("typeof(latency_ms) IN ('integer', 'real')", "latency_ms is missing or not a number"),
     ("typeof(input_tokens) = 'integer' AND typeof(output_tokens) = 'integer'",
      "usage.input_tokens or usage.output_tokens is not an integer"),
@@ -142,8 +142,8 @@ _FILL = f"""
 INSERT INTO temp.wink_rows
 SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
     CASE WHEN error IS NOT NULL THEN 'error'
-         WHEN coalesce(passed, score >= 0.5) THEN 'passed' ELSE 'failed' END,
-    error_kind, score, coalesce(passed, score >= 0.5), latency_ms, input_tokens,
+         WHEN passed THEN 'passed' ELSE 'failed' END,
+    error_kind, score, passed, latency_ms, input_tokens,
     output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
     messages, bundle_path IS NOT NULL, line, offset, metadata, body
 FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {_SEARCH_TEXT} AS body")})
@@ -269,9 +269,7 @@ class ResultIndex:
                                 skipped.append(f"{path}:{line}: {problem}")
                 for statement in _DISTRIBUTE:
                     self._db.execute(statement)
-            gone = delete_superseded(
-                self._db, "results", _KEY, where="run_id = ?", params=(run_id,)
-            )
+            gone = delete_superseded(self._db, "results", KEY, where="run_id = ?", params=(run_id,))
             self._db.executemany("DELETE FROM meta WHERE result_id = ?", ((g,) for g in gone))
             (results,) = self._db.execute(
                 "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
