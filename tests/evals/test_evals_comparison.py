@@ -356,43 +356,54 @@ def test_clustered_comparisons_name_their_test_in_json_and_html() -> None:
     assert "cluster-robust by sample" in html
 
 
-def _epoch_results(experiment: str, epochs: int) -> list[EvalResult]:
-    results = []
-    for i in range(40):
-        for epoch in range(epochs):
-            value = ((i * 5 + epoch + (3 if experiment == "t" else 0)) % 7) / 6
-            error = "boom" if (i + epoch) % 11 == 0 and experiment == "t" else None
-            results.append(
-                EvalResult(
-                    sample_id=f"s{i}",
-                    experiment_name=experiment,
-                    epoch=epoch,
-                    score=Score(value=value, passed=value >= 0.5),
-                    latency_ms=1.0,
-                    error=error,
-                )
-            )
-    return results
+def test_compare_outcomes_on_hand_built_columns_matches_paired_stats_and_flip_rows() -> None:
+    from weakincentives.evals import Outcomes, compare_outcomes
 
+    # Rows: (sample_id, epoch, passed, score); an errored result is not passed and scores 0.
+    baseline_rows = [
+        ("a", 0, True, 0.9),  # 0
+        ("a", 1, False, 0.4),  # 1
+        ("b", 0, True, 0.7),  # 2
+        ("b", 1, True, 0.8),  # 3
+        ("c", 0, False, 0.0),  # 4: error
+        ("c", 1, False, 0.3),  # 5
+        ("d", 0, True, 1.0),  # 6: only the baseline has d
+        ("a", 0, False, 0.1),  # 7: repeats ("a", 0), ignored
+    ]
+    treatment_rows = [  # another order, so the rows of a pair differ
+        ("c", 1, True, 0.6),  # 0
+        ("b", 0, False, 0.0),  # 1: error
+        ("a", 1, True, 0.55),  # 2
+        ("a", 0, True, 0.95),  # 3
+        ("c", 0, True, 0.5),  # 4
+        ("b", 1, True, 0.85),  # 5
+        ("e", 0, True, 1.0),  # 6: only the treatment has e
+    ]
 
-@pytest.mark.parametrize("epochs", [1, 3])
-def test_compare_outcomes_gives_compare_results_numbers_and_flip_rows(epochs: int) -> None:
-    from weakincentives.evals._comparison import Outcomes, compare_outcomes
+    def columns(rows: list[tuple[str, int, bool, float]]) -> Outcomes:
+        ids, epochs, passed, scores = zip(*rows, strict=True)
+        return Outcomes(sample_ids=ids, epochs=epochs, passed=passed, scores=scores)
 
-    base, treat = _epoch_results("b", epochs), _epoch_results("t", epochs)
-    full = compare_results(base, treat, baseline_name="b", treatment_name="t")
-    cols = compare_outcomes(
-        Outcomes.of(base), Outcomes.of(treat), baseline_name="b", treatment_name="t"
+    c = compare_outcomes(
+        columns(baseline_rows), columns(treatment_rows), baseline_name="b", treatment_name="t"
     )
-    assert repr(cols.paired) == repr(full.paired)  # bit for bit, NaN included
-    assert repr(cols.score_paired) == repr(full.score_paired)
-    assert (cols.p_value, cols.test_name) == (full.p_value, full.test_name)
-    assert full.improvements and full.regressions
-    for rows, flips in (
-        (cols.regressions, full.regressions),
-        (cols.improvements, full.improvements),
-    ):
-        assert [(base[i], treat[j]) for i, j in rows] == [(f.baseline, f.treatment) for f in flips]
+    # Pairs in baseline order: a0, a1, b0, b1, c0, c1; two epochs per sample, so clustered.
+    clusters = ["a", "a", "b", "b", "c", "c"]
+    assert c.paired == stats.paired_comparison(
+        [1, 0, 1, 1, 0, 0], [1, 1, 0, 1, 1, 1], binary=True, clusters=clusters
+    )
+    assert c.score_paired == stats.paired_comparison(
+        [0.9, 0.4, 0.7, 0.8, 0.0, 0.3], [0.95, 0.55, 0.0, 0.85, 0.5, 0.6], clusters=clusters
+    )
+    assert (c.n_pairs, c.n_clusters, c.mcnemar) == (6, 3, None)
+    assert c.test_name == "cluster-robust z-test"
+    assert c.baseline == stats.wilson_interval(4, 8)
+    assert c.treatment == stats.wilson_interval(6, 7)
+    # (baseline_row, treatment_row): b0 regressed; a1, c0 and c1 improved.
+    assert c.regressions == ((2, 1),)
+    assert c.improvements == ((1, 2), (4, 4), (5, 0))
+    assert (c.unpaired_baseline, c.unpaired_treatment) == ((("d", 0),), (("e", 0),))
+    assert c.duplicates == 1
 
 
 def test_outcomes_columns_must_have_one_entry_per_result() -> None:

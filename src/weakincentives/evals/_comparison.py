@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from weakincentives.errors import ConfigurationError
 
@@ -59,17 +59,43 @@ class FlippedSample:
     """The treatment's result."""
 
 
-class _Headline:
-    """The headline numbers of a comparison, derived from its fields (shared by both kinds)."""
+_FlipT = TypeVar("_FlipT")
 
-    __slots__ = ()
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Comparison(Generic[_FlipT]):
+    """Treatment against baseline: the fields and numbers both kinds of comparison share.
+
+    `_FlipT` is how a flipped pair is given: a `FlippedSample` or a pair of row positions.
+    """
+
+    baseline_name: str
+    """Name of the baseline experiment."""
+    treatment_name: str
+    """Name of the treatment experiment."""
     baseline: stats.RateEstimate
+    """Baseline pass rate over all its results, with its Wilson interval."""
     treatment: stats.RateEstimate
+    """Treatment pass rate over all its results, with its Wilson interval."""
+    n_pairs: int
+    """Number of `(sample_id, epoch)` pairs present in both experiments."""
     paired: stats.PairedComparison | None
-    regressions: Sequence[object]
-    improvements: Sequence[object]
+    """Paired comparison of pass/fail (1/0) on the pairs; None without pairs.
+
+    With McNemar's test, or clustered by sample (no McNemar) when epochs repeat."""
+    score_paired: stats.PairedComparison | None
+    """Paired comparison of scores (errors = 0) on the pairs, clustered like `paired`;
+    None without pairs."""
+    regressions: tuple[_FlipT, ...]
+    """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
+    improvements: tuple[_FlipT, ...]
+    """Pairs where the treatment passed and the baseline did not (McNemar's `c`)."""
     unpaired_baseline: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the baseline has."""
     unpaired_treatment: tuple[PairKey, ...]
+    """`(sample_id, epoch)` keys that only the treatment has."""
+    duplicates: int = 0
+    """Results ignored because their key already appeared in the same experiment."""
 
     @property
     def baseline_pass_rate(self) -> float:
@@ -168,8 +194,10 @@ class _Headline:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExperimentComparison(_Headline):
+class ExperimentComparison(_Comparison[FlippedSample]):
     """Treatment against baseline: pass rates, paired delta with interval, tests, flips.
+
+    `regressions` and `improvements` hold the flipped pairs' results (`FlippedSample`).
 
     Example::
 
@@ -178,33 +206,6 @@ class ExperimentComparison(_Headline):
         print("regressed:", [f.sample_id for f in c.regressions])
     """
 
-    baseline_name: str
-    """Name of the baseline experiment."""
-    treatment_name: str
-    """Name of the treatment experiment."""
-    baseline: stats.RateEstimate
-    """Baseline pass rate over all its results, with its Wilson interval."""
-    treatment: stats.RateEstimate
-    """Treatment pass rate over all its results, with its Wilson interval."""
-    n_pairs: int
-    """Number of `(sample_id, epoch)` pairs present in both experiments."""
-    paired: stats.PairedComparison | None
-    """Paired comparison of pass/fail (1/0) on the pairs; None without pairs.
-
-    With McNemar's test, or clustered by sample (no McNemar) when epochs repeat."""
-    score_paired: stats.PairedComparison | None
-    """Paired comparison of scores (errors = 0) on the pairs, clustered like `paired`;
-    None without pairs."""
-    regressions: tuple[FlippedSample, ...]
-    """Pairs where the baseline passed and the treatment did not (McNemar's `b`)."""
-    improvements: tuple[FlippedSample, ...]
-    """Pairs where the treatment passed and the baseline did not (McNemar's `c`)."""
-    unpaired_baseline: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the baseline has."""
-    unpaired_treatment: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the treatment has."""
-    duplicates: int = 0
-    """Results ignored because their key already appeared in the same experiment."""
     p_value_holm: float | None = None
     """Holm-adjusted `p_value` when made by `compare_all`, else None."""
     p_value_bh: float | None = None
@@ -249,38 +250,14 @@ class Outcomes:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OutcomeComparison(_Headline):
+class OutcomeComparison(_Comparison[tuple[int, int]]):
     """`ExperimentComparison` of two `Outcomes`, flipped pairs given as row positions.
 
-    Same numbers and properties as `ExperimentComparison`; `regressions` and
-    `improvements` hold `(baseline_row, treatment_row)` positions in the two `Outcomes`
-    rather than the results themselves.
+    The same fields, numbers and properties as `ExperimentComparison`, except that
+    `regressions` and `improvements` hold `(baseline_row, treatment_row)` positions in the
+    two `Outcomes` rather than the results themselves, and there are no multiple-testing
+    adjusted p-values (`p_value_holm`, `p_value_bh`: only `compare_all` makes those).
     """
-
-    baseline_name: str
-    """Name of the baseline experiment."""
-    treatment_name: str
-    """Name of the treatment experiment."""
-    baseline: stats.RateEstimate
-    """Baseline pass rate over all its results, with its Wilson interval."""
-    treatment: stats.RateEstimate
-    """Treatment pass rate over all its results, with its Wilson interval."""
-    n_pairs: int
-    """Number of `(sample_id, epoch)` pairs present in both experiments."""
-    paired: stats.PairedComparison | None
-    """Paired comparison of pass/fail on the pairs (see `ExperimentComparison.paired`)."""
-    score_paired: stats.PairedComparison | None
-    """Paired comparison of scores on the pairs (errors = 0); None without pairs."""
-    regressions: tuple[tuple[int, int], ...]
-    """`(baseline_row, treatment_row)` of the pairs where only the baseline passed."""
-    improvements: tuple[tuple[int, int], ...]
-    """`(baseline_row, treatment_row)` of the pairs where only the treatment passed."""
-    unpaired_baseline: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the baseline has."""
-    unpaired_treatment: tuple[PairKey, ...]
-    """`(sample_id, epoch)` keys that only the treatment has."""
-    duplicates: int = 0
-    """Results ignored because their key already appeared in the same experiment."""
 
 
 def compare_outcomes(
@@ -371,20 +348,9 @@ def compare_results(
             for i, j in rows
         )
 
-    return ExperimentComparison(
-        baseline_name=baseline_name,
-        treatment_name=treatment_name,
-        baseline=c.baseline,
-        treatment=c.treatment,
-        n_pairs=c.n_pairs,
-        paired=c.paired,
-        score_paired=c.score_paired,
-        regressions=flipped(c.regressions),
-        improvements=flipped(c.improvements),
-        unpaired_baseline=c.unpaired_baseline,
-        unpaired_treatment=c.unpaired_treatment,
-        duplicates=c.duplicates,
-    )
+    shared: dict[str, Any] = {f.name: getattr(c, f.name) for f in fields(_Comparison)}
+    shared.update(regressions=flipped(c.regressions), improvements=flipped(c.improvements))
+    return ExperimentComparison(**shared)
 
 
 def compare_all(

@@ -14,6 +14,7 @@ from weakincentives.evals.stats import (
     mcnemar,
     minimum_detectable_effect,
     paired_comparison,
+    paired_comparisons,
 )
 
 
@@ -317,6 +318,38 @@ def test_clustered_equal_differences_give_zero_se(shift: float, p_value: float) 
     assert (result.low, result.high) == (result.delta, result.delta)
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_clustered_zero_se_around_a_rounding_noise_delta_is_no_effect(sign: float) -> None:
+    differences = [sign * x for x in (0.1, 0.2, -0.3, 0.1, 0.2, -0.3)]
+    result = paired_comparison([0.0] * 6, differences, clusters=list("aaabbb"))
+    assert result.delta != 0.0  # rounding noise of a true zero: the case under test
+    assert abs(result.delta) < 1e-16
+    assert result.se == 0.0  # each cluster's residuals sum to exactly 0
+    assert (result.statistic, result.p_value) == (0.0, 1.0)
+    assert paired_comparison([0.0] * 6, differences).p_value == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("differences", "clusters"),
+    [
+        ([0.1] * 6, None),
+        ([0.1] * 6, "aaabbb"),
+        ([-0.1] * 6, None),
+        ([-0.1] * 6, "aaabbb"),
+        ([0.25, 0.75, 0.5, 0.5], "aabb"),  # unequal differences, equal cluster means
+    ],
+)
+def test_zero_se_with_a_real_delta_is_significant_clustered_or_not(
+    differences: list[float], clusters: str | None
+) -> None:
+    result = paired_comparison(
+        [0.0] * len(differences), differences, clusters=None if clusters is None else [*clusters]
+    )
+    assert result.se == 0.0
+    assert result.statistic == math.copysign(math.inf, differences[0])
+    assert result.p_value == 0.0
+
+
 def test_clusters_must_align_with_the_pairs() -> None:
     with pytest.raises(InvalidStatisticError, match="lengths 2 and 3"):
         paired_comparison([1.0, 0.0], [1.0, 1.0], clusters=["a", "a", "b"])
@@ -324,8 +357,6 @@ def test_clusters_must_align_with_the_pairs() -> None:
 
 @pytest.mark.parametrize("clustered", [False, True])
 def test_paired_comparisons_share_draws_and_equal_separate_calls(clustered: bool) -> None:
-    from weakincentives.evals.stats._paired import paired_comparisons
-
     rng = np.random.default_rng(8)
     n = 300
     passed = [rng.integers(0, 2, n).astype(float).tolist() for _ in range(2)]
@@ -347,7 +378,5 @@ def test_paired_comparisons_share_draws_and_equal_separate_calls(clustered: bool
 
 
 def test_paired_comparisons_need_the_same_number_of_pairs() -> None:
-    from weakincentives.evals.stats._paired import paired_comparisons
-
     with pytest.raises(InvalidStatisticError, match="as many pairs"):
         paired_comparisons([([1.0, 0.0], [1.0, 1.0], None), ([1.0], [0.0], None)])

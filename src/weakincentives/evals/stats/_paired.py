@@ -8,6 +8,7 @@ standard error, interval, test and bootstrap cluster-robust (see its docstring).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -107,12 +108,12 @@ class PairedComparison:
     high: float
     """Upper end of the normal confidence interval of `delta`."""
     statistic: float
-    """`delta / se`; `+-inf` or 0 when `se == 0`.
+    """`delta / se`; when `se == 0`, 0 if `delta` is zero up to rounding, else `+-inf`.
 
     Unclustered it equals scipy's `ttest_rel` statistic; clustered, statsmodels' z-value."""
     p_value: float
     """Two-sided normal p-value of `statistic` (the test named by `test_name`); 1.0 or 0.0
-    when `se == 0`, e.g. when all differences are equal."""
+    when `se == 0`, e.g. when all differences (or all cluster means) are equal."""
     mcnemar: McNemarResult | None
     """McNemar's test when both score lists are binary and the pairs are not clustered.
 
@@ -202,40 +203,54 @@ def _correlation(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> floa
     return float(dx @ dy) / denominator if denominator > 0 else math.nan
 
 
-class _Resampled(NamedTuple):
-    """What the bootstrap resamples: per-unit totals, and the pairs per unit when clustered."""
+class _Clusters(NamedTuple):
+    """Each pair's cluster as `0..n_clusters-1`, and the number of pairs in each cluster."""
 
-    totals: npt.NDArray[np.float64]
-    sizes: npt.NDArray[np.float64] | None
+    codes: npt.NDArray[np.intp]
+    n_clusters: int
+    sizes: npt.NDArray[np.float64]
+
+
+def _clusters_of(clusters: Sequence[Hashable]) -> _Clusters:
+    import numpy as np
+
+    codes, n_clusters = cluster_codes(clusters)
+    sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
+    return _Clusters(codes, n_clusters, sizes)
 
 
 def _bootstrap(
-    samples: Sequence[_Resampled], resamples: int, confidence: float, seed: int
+    samples: Sequence[npt.NDArray[np.float64]],
+    sizes: npt.NDArray[np.float64] | None,
+    resamples: int,
+    confidence: float,
+    seed: int,
 ) -> list[tuple[float, float]]:
     """Percentile intervals of the mean over `resamples` draws with replacement, per sample.
 
-    Unclustered, `totals` are the differences. Clustered, they are the per-cluster sums of
-    the differences and `sizes` the pairs per cluster: a draw picks whole clusters and its
-    mean is over all of their pairs.
+    Unclustered (`sizes` None), a sample holds the differences. Clustered, it holds the
+    per-cluster sums of the differences and `sizes` the pairs per cluster: a draw picks
+    whole clusters and its mean is over all of their pairs.
 
-    Every sample must have as many units (and the same `sizes`): they share each draw, so
-    the intervals of several samples cost one set of random indices (the expensive part)
-    and each equals the interval of that sample bootstrapped alone with the same seed.
+    Every sample must have as many units: they share each draw (and its number of pairs),
+    so the intervals of several samples cost one set of random indices (the expensive
+    part) and each equals the interval of that sample bootstrapped alone with the same seed.
     """
     import numpy as np
 
-    n = samples[0].totals.size
+    n = samples[0].size
     rng = np.random.default_rng(seed)
     rows = max(1, _BOOTSTRAP_CHUNK // n)
     means = np.empty((len(samples), resamples))
     for start in range(0, resamples, rows):
         stop = min(start + rows, resamples)
         indices = rng.integers(0, n, size=(stop - start, n))
-        for k, (totals, sizes) in enumerate(samples):
-            if sizes is None:
+        pairs = None if sizes is None else sizes[indices].sum(axis=1)
+        for k, totals in enumerate(samples):
+            if pairs is None:
                 means[k, start:stop] = totals[indices].mean(axis=1)
             else:
-                means[k, start:stop] = totals[indices].sum(axis=1) / sizes[indices].sum(axis=1)
+                means[k, start:stop] = totals[indices].sum(axis=1) / pairs
     tail = (1.0 - confidence) / 2.0
     ends = []
     for row in means:
@@ -254,19 +269,27 @@ def _sd(differences: npt.NDArray[np.float64]) -> float:
     return float(np.std(differences, ddof=1))
 
 
-def _z_test(delta: float, se: float) -> tuple[float, float]:
-    """Return `(statistic, p_value)` of the two-sided z-test of `delta == 0`."""
+def _z_test(delta: float, se: float, differences: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """Return `(statistic, p_value)` of the two-sided z-test of `delta == 0`.
+
+    With `se == 0` the test is decided by whether `delta` is zero. A `delta` within the
+    worst-case rounding error of the mean of the differences, `eps * sum(|d_i|)`, counts
+    as zero: when clustered, residual sums can round to exactly 0 (so `se == 0`) around
+    a `delta` that is only rounding noise, and that must not read as significant.
+    """
+    import numpy as np
+
     if se > 0:
         statistic = delta / se
         return statistic, two_sided_p(statistic)
-    if delta == 0:
+    if abs(delta) <= sys.float_info.epsilon * float(np.abs(differences).sum()):
         return 0.0, 1.0
     return math.copysign(math.inf, delta), 0.0
 
 
 def _independent_spread(
     differences: npt.NDArray[np.float64], delta: float, *, z: float, confidence: float
-) -> tuple[_Spread, _Resampled | None]:
+) -> tuple[_Spread, npt.NDArray[np.float64] | None]:
     """The spread of independent pairs (paired z-test), and what the pair bootstrap draws.
 
     The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
@@ -276,44 +299,43 @@ def _independent_spread(
         return _UNKNOWN, None
     sd = _sd(differences)
     se = sd / math.sqrt(n)
-    statistic, p_value = _z_test(delta, se)
+    statistic, p_value = _z_test(delta, se, differences)
     mde = minimum_detectable_effect(n, sd=sd, alpha=1.0 - confidence, power=_MDE_POWER)
     spread = _Spread(
         sd, se, se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
     )
-    return spread, _Resampled(differences, None)
+    return spread, differences
 
 
 def _clustered_spread(
     differences: npt.NDArray[np.float64],
     delta: float,
-    clusters: Sequence[Hashable],
+    clusters: _Clusters,
     *,
     z: float,
     confidence: float,
-) -> tuple[_Spread, _Resampled | None, int]:
-    """The spread of clustered pairs (CR1 z-test), what the cluster bootstrap draws, clusters.
+) -> tuple[_Spread, npt.NDArray[np.float64] | None]:
+    """The spread of clustered pairs (CR1 z-test), and what the cluster bootstrap draws.
 
     The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
     """
     import numpy as np
 
     n = differences.size
-    codes, n_clusters = cluster_codes(clusters)
+    codes, n_clusters, _ = clusters
     sd = _sd(differences) if n >= 2 else math.nan
     naive_se = sd / math.sqrt(n)
     if n_clusters < 2:
-        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), None, n_clusters
+        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), None
     se = 0.0 if sd == 0.0 else cr1_se(differences - delta, codes, n_clusters)
-    statistic, p_value = _z_test(delta, se)
+    statistic, p_value = _z_test(delta, se, differences)
     # The detectable effect of a mean whose standard error is `se`: (z_alpha + z_power) * se.
     mde = minimum_detectable_effect(1, sd=se, alpha=1.0 - confidence, power=_MDE_POWER)
     sums = np.bincount(codes, weights=differences, minlength=n_clusters).astype(np.float64)
-    sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
     spread = _Spread(
         sd, se, naive_se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
     )
-    return spread, _Resampled(sums, sizes), n_clusters
+    return spread, sums
 
 
 def _mcnemar_of(
@@ -358,8 +380,9 @@ def paired_comparison(
     is 0 or 1 (or `binary=True`) McNemar's test is added; `binary=False` skips it.
 
     When every difference is the same (e.g. both experiments pass the same samples), the
-    SE is 0, the interval collapses to `delta`, and the p-value is 1.0 if `delta == 0`
-    else 0.0.
+    SE is 0, the interval collapses to `delta`, and the p-value is 1.0 if `delta` is zero
+    up to rounding (`|delta| <= eps * sum(|differences|)`) else 0.0. The same holds when
+    clustered and every cluster has the same mean difference.
 
     Clustered pairs: `clusters[i]` is the cluster of pair `i`, e.g. its sample id when
     samples ran several epochs. Pairs of one cluster are correlated (the same question
@@ -431,34 +454,38 @@ def paired_comparisons(
                 f"got lengths {base.size} and {treat.size}"
             )
         scores.append((base, treat, binary))
-    sizes = {base.size for base, _, _ in scores}
-    if len(sizes) > 1:
+    lengths = {base.size for base, _, _ in scores}
+    if len(lengths) > 1:
         raise InvalidStatisticError(
-            f"comparisons of the same pairs must have as many pairs, got {sorted(sizes)}"
+            f"comparisons of the same pairs must have as many pairs, got {sorted(lengths)}"
         )
-    if clusters is not None:
-        for base, _, _ in scores:
-            check_same_length(("scores", "clusters"), range(base.size), clusters)
+    groups = None
+    if clusters is not None and scores:
+        check_same_length(("scores", "clusters"), range(scores[0][0].size), clusters)
+        groups = _clusters_of(clusters)
+    n_clusters = None if groups is None else groups.n_clusters
     z = critical_value(confidence)
     resamples = as_count("bootstrap_resamples", bootstrap_resamples)
     parts = []
     for base, treat, _ in scores:
         differences = treat - base
         delta = float(differences.mean())
-        n_clusters = None
-        if clusters is None:
+        if groups is None:
             spread, drawn = _independent_spread(differences, delta, z=z, confidence=confidence)
         else:
-            spread, drawn, n_clusters = _clustered_spread(
-                differences, delta, clusters, z=z, confidence=confidence
+            spread, drawn = _clustered_spread(
+                differences, delta, groups, z=z, confidence=confidence
             )
-        parts.append((differences, delta, spread, drawn, n_clusters))
-    drawn_all = [drawn for *_, drawn, _ in parts if drawn is not None]
+        parts.append((differences, delta, spread, drawn))
+    drawn_all = [drawn for *_, drawn in parts if drawn is not None]
+    sizes = None if groups is None else groups.sizes
     ends = iter(
-        _bootstrap(drawn_all, resamples, confidence, seed) if resamples > 0 and drawn_all else []
+        _bootstrap(drawn_all, sizes, resamples, confidence, seed)
+        if resamples > 0 and drawn_all
+        else []
     )
     results = []
-    for (base, treat, binary), (differences, delta, spread, drawn, n_clusters) in zip(
+    for (base, treat, binary), (differences, delta, spread, drawn) in zip(
         scores, parts, strict=True
     ):
         if drawn is not None:
@@ -467,17 +494,7 @@ def paired_comparisons(
                 bootstrap_low=low, bootstrap_high=high, bootstrap_resamples=resamples
             )
         results.append(
-            _result(
-                base,
-                treat,
-                binary,
-                differences,
-                delta,
-                spread,
-                n_clusters,
-                confidence,
-                clusters is None,
-            )
+            _result(base, treat, binary, differences, delta, spread, n_clusters, confidence)
         )
     return tuple(results)
 
@@ -491,8 +508,8 @@ def _result(
     spread: _Spread,
     n_clusters: int | None,
     confidence: float,
-    independent: bool,
 ) -> PairedComparison:
+    """Assemble a `PairedComparison`; McNemar only for independent pairs (`n_clusters` None)."""
     n = int(differences.size)
     return PairedComparison(
         n=n,
@@ -506,7 +523,7 @@ def _result(
         high=spread.high,
         statistic=spread.statistic,
         p_value=spread.p_value,
-        mcnemar=_mcnemar_of(base, treat, binary, independent=independent),
+        mcnemar=_mcnemar_of(base, treat, binary, independent=n_clusters is None),
         bootstrap_low=spread.bootstrap_low,
         bootstrap_high=spread.bootstrap_high,
         bootstrap_resamples=spread.bootstrap_resamples,

@@ -72,7 +72,8 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 def _by_sample(
     trials: Sequence[int] | int, passes: Sequence[int], k: int, *, hat: bool
 ) -> tuple[float, ...]:
-    # numbers.Integral covers int and numpy's integer scalars without importing numpy.
+    # numbers.Integral covers numpy's integer scalars without importing numpy; `int` is
+    # redundant at run time but is what lets mypy narrow `trials` in the other branch.
     counts = (
         [int(trials)] * len(passes) if isinstance(trials, int | numbers.Integral) else list(trials)
     )
