@@ -61,15 +61,10 @@ from ._judge import (
     corrected_pass_rate,
     judge_agreement,
 )
+from ._mcnemar import McNemarResult, mcnemar
 from ._multiple import benjamini_hochberg, holm
 from ._normal import normal_ppf
-from ._paired import (
-    McNemarResult,
-    PairedComparison,
-    mcnemar,
-    paired_comparison,
-    paired_comparisons,
-)
+from ._paired import PairedComparison, paired_comparison, paired_comparisons
 from ._passk import pass_at_k, pass_at_k_by_sample, pass_hat_k, pass_hat_k_by_sample
 from ._power import (
     minimum_detectable_effect,
