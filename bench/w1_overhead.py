@@ -4,6 +4,8 @@ Reports milliseconds per sample over the plain-asyncio baseline (`bench._baselin
 
 - `baseline_threads`: a plain thread pool doing the same work (the cost of threads alone);
 - `evalloop_function`: `EvalLoop` over `InMemoryMailbox` with a `FunctionLoop` target;
+- `evalloop_async`: the same with an `async def` function (its samples run as tasks on
+  the loop's event loop, not in threads);
 - `evalloop_agent`: `EvalLoop` with an `AgentLoop` on `FunctionAdapter` (prompt render,
   model function, structured output parse);
 - `runner_function`, `runner_async`, `runner_agent`: the local runner (`run_eval`, i.e.
@@ -206,6 +208,12 @@ def evalloop_function_driver(job: Job) -> int:
     return run_evalloop(job, loop, iter_samples(job.n))
 
 
+def evalloop_async_driver(job: Job) -> int:
+    """`EvalLoop` with a `FunctionLoop` around an `async def` (tasks on one event loop)."""
+    loop: FunctionLoop[str, str] = FunctionLoop(AsyncAnswer(job.delay), name="answer")
+    return run_evalloop(job, loop, iter_samples(job.n))
+
+
 def evalloop_agent_driver(job: Job) -> int:
     """`EvalLoop` + `InMemoryMailbox` + `AgentLoop` on `FunctionAdapter`, into a `RunStore`."""
     return run_evalloop(job, agent_loop(job.delay), iter_agent_samples(job.n))
@@ -282,6 +290,7 @@ DRIVERS: dict[str, Driver] = {
     "baseline": baseline_driver,
     "baseline_threads": baseline_threads_driver,
     "evalloop_function": evalloop_function_driver,
+    "evalloop_async": evalloop_async_driver,
     "evalloop_agent": evalloop_agent_driver,
     "runner_function": runner_function_driver,
     "runner_async": runner_async_driver,

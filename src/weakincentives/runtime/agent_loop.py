@@ -8,12 +8,14 @@ through the adapter, and returns the response with the session that recorded the
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter
 from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.prompt import Prompt, PromptOverridesStore
 from weakincentives.runtime.agent_worker import AgentLoopWorker
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from weakincentives.runtime.mailbox import Mailbox
     from weakincentives.runtime.worker import WorkerStats
 
-__all__ = ["AgentLoop", "FunctionLoop", "MainLoop"]
+__all__ = ["AgentLoop", "FunctionLoop", "MainLoop", "is_async_callable"]
 
 RequestT = TypeVar("RequestT")
 OutputT = TypeVar("OutputT")
@@ -196,27 +198,42 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
     `fn(request)` returns the output; if `fn` takes a `session` keyword it gets the run's
     session too (to dispatch its own events). A `PromptExecuted` event records the run.
 
+    `fn` may be an `async def` (or an object with an `async def __call__`): `aexecute`
+    awaits it, and `EvalLoop` then runs its samples as tasks on one event loop instead
+    of one thread each. `execute` runs an async `fn` to completion in a fresh event loop
+    (it refuses inside a running one: await `aexecute` there).
+
     Example:
         >>> loop = FunctionLoop(lambda q: q.upper())
         >>> loop.execute("hi")[0].output
         'HI'
+        >>> async def shout(q: str) -> str:
+        ...     return q.upper() + "!"
+        >>> FunctionLoop(shout).execute("hi")[0].output
+        'HI!'
     """
 
     def __init__(
         self,
-        fn: Callable[..., OutputT],
+        fn: Callable[..., OutputT] | Callable[..., Awaitable[OutputT]],
         *,
         name: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(adapter=_NoAdapter(), clock=clock, name=name or _fn_name(fn))
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self._wants_session = "session" in inspect.signature(fn).parameters
+        self._is_async = is_async_callable(fn)
 
     @property
     def takes_session(self) -> bool:
         """Whether `fn` takes the run's session (it has a `session` parameter)."""
         return self._wants_session
+
+    @property
+    def is_async(self) -> bool:
+        """Whether `fn` is an `async def` (awaited by `aexecute`)."""
+        return self._is_async
 
     def execute(
         self,
@@ -228,17 +245,63 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
         heartbeat: Heartbeat | None = None,
         on_prepared: Callable[[Session], None] | None = None,
     ) -> tuple[PromptResponse[OutputT], Session]:
-        """Call the function under `experiment` (deadline is checked after the call)."""
+        """Call the function under `experiment` (deadline is checked after the call).
+
+        Raises:
+            ConfigurationError: `fn` is async and an event loop runs in this thread.
+        """
         del budget, heartbeat
-        clock, name = self.clock, self.name
+        if self._is_async:
+            _no_running_loop(self.name)
+            return asyncio.run(
+                self.aexecute(
+                    request, experiment=experiment, deadline=deadline, on_prepared=on_prepared
+                )
+            )
+        deadline = self._deadline(deadline)
+        session = self._start(experiment, on_prepared)
+        start = self.clock.monotonic()
+        output = self.fn(request, session=session) if self._wants_session else self.fn(request)
+        return self._finish(session, output, start, deadline), session
+
+    async def aexecute(
+        self,
+        request: RequestT,
+        *,
+        experiment: Experiment | None = None,
+        deadline: Deadline | float | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+        on_prepared: Callable[[Session], None] | None = None,
+    ) -> tuple[PromptResponse[OutputT], Session]:
+        """`execute` on the running event loop: an async `fn` is awaited, a sync one called."""
+        del budget, heartbeat
+        deadline = self._deadline(deadline)
+        session = self._start(experiment, on_prepared)
+        start = self.clock.monotonic()
+        output = self.fn(request, session=session) if self._wants_session else self.fn(request)
+        if self._is_async:
+            output = await output
+        return self._finish(session, output, start, deadline), session
+
+    def _deadline(self, deadline: Deadline | float | None) -> Deadline | None:
         if isinstance(deadline, int | float):
-            deadline = Deadline.after(float(deadline), clock=clock)
+            return Deadline.after(float(deadline), clock=self.clock)
+        return deadline
+
+    def _start(
+        self, experiment: Experiment | None, on_prepared: Callable[[Session], None] | None
+    ) -> Session:
         session = self.create_session()
         session.dispatch(experiment or BASELINE)
         if on_prepared is not None:
             on_prepared(session)
-        start = clock.monotonic()
-        output = self.fn(request, session=session) if self._wants_session else self.fn(request)
+        return session
+
+    def _finish(
+        self, session: Session, output: Any, start: float, deadline: Deadline | None
+    ) -> PromptResponse[OutputT]:
+        name = self.name
         if deadline is not None:
             deadline.check(f"function {name}")
         text = output if isinstance(output, str) else None
@@ -249,10 +312,29 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
                 prompt_name=name,
                 text=text,
                 output=output,
-                duration_ms=(clock.monotonic() - start) * 1000.0,
+                duration_ms=(self.clock.monotonic() - start) * 1000.0,
             ),
         )
-        return PromptResponse(prompt_name=name, text=text, output=output), session
+        return PromptResponse(prompt_name=name, text=text, output=output)
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """Whether calling `fn` returns a coroutine (an `async def`, or an async `__call__`)."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _no_running_loop(name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigurationError(
+        f"FunctionLoop {name}: the function is async and an event loop is already running "
+        "in this thread; use `await loop.aexecute(...)` there"
+    )
 
 
 class _NoAdapter:

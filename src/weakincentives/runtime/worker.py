@@ -7,6 +7,16 @@ whose visibility timeout is the backoff), dead-lettered, or dropped, by the
 `RetryPolicy` and `DLQPolicy`. Undecodable messages go straight to the dead-letter
 queue. Delivery is at-least-once, so handlers must be idempotent (EvalLoop keys
 results by request id).
+
+A subclass whose work waits on I/O may implement `handle_async` instead and return
+True from `handles_async`: its handlers then run as tasks on one event loop in a thread
+of the worker's own (`LoopThread`) rather than a thread each. With 200 handlers in
+flight that matters on CPython: every thread that wakes from a wait needs the GIL, and
+200 threads spend more time handing it over than working (measured: a bare thread pool
+of 200 threads reaches about 0.92 of the ideal throughput on a 100 ms wait, tasks on one
+loop about 0.97). Settling (acknowledge, nack, dead-letter) and the receive that refills
+a slot then run on the loop's thread too: quick for an in-memory mailbox, one round trip
+for Redis.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxError
+from weakincentives.runtime._loop_thread import LoopThread
 from weakincentives.runtime.dlq import (
     DeadLetter,
     DeadLetterReason,
@@ -170,6 +181,21 @@ class MailboxWorker(Generic[T, R]):
         """
         raise NotImplementedError(f"{type(self).__name__} must implement handle()")
 
+    @property
+    def handles_async(self) -> bool:
+        """Whether messages go to `handle_async` (tasks on one event loop) (default False)."""
+        return False
+
+    async def handle_async(self, message: Message[T, R], heartbeat: WorkerHeartbeat) -> None:
+        """`handle` as a coroutine, used when `handles_async` is True.
+
+        It runs on the worker's event loop thread, next to the other handlers: await
+        what waits, and hand blocking work to `asyncio.to_thread` (the loop has a pool of
+        `max_concurrent` threads for it). A shutdown that gives up on a running handler
+        cancels it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement handle_async()")
+
     # -- state -------------------------------------------------------------------------
 
     @property
@@ -245,7 +271,11 @@ class MailboxWorker(Generic[T, R]):
                 raise ConfigurationError(f"{self._name} is already running")
             self._running = True
         self._beat()
-        pool = WorkerThreads(self._max_concurrent, name=self._name)
+        pool: WorkerThreads | LoopThread
+        if self.handles_async:
+            pool = LoopThread(self._name, max_workers=self._max_concurrent)
+        else:
+            pool = WorkerThreads(self._max_concurrent, name=self._name)
         if max_iterations is None:  # with a receive budget, only this loop receives
             self._refill = functools.partial(
                 requests.receive, max_messages=1, visibility_timeout=visibility,
@@ -261,12 +291,15 @@ class MailboxWorker(Generic[T, R]):
                 self._running = False
                 self._stop.clear()
                 self._cond.notify_all()
-            pool.shutdown(wait=False)  # idle threads exit; abandoned handlers run on
+            if isinstance(pool, LoopThread):
+                pool.stop()  # abandoned handlers are cancelled
+            else:
+                pool.shutdown(wait=False)  # idle threads exit; abandoned handlers run on
 
     def _loop(
         self,
         requests: Mailbox[T, R],
-        pool: WorkerThreads,
+        pool: WorkerThreads | LoopThread,
         max_iterations: int | None,
         until_drained: bool,
         wait: float,
@@ -280,11 +313,10 @@ class MailboxWorker(Generic[T, R]):
                 return  # stopping
             iterations += 1
             try:
-                messages = requests.receive(
-                    max_messages=min(free, MAX_MESSAGES),
-                    visibility_timeout=visibility,
-                    wait_time_seconds=min(wait, _POLL_SLICE),
-                )
+                messages = self._receive(
+                    requests, free, visibility, min(wait, _POLL_SLICE),
+                    gather=max_iterations is None,  # a receive budget counts single receives
+                )  # fmt: skip
             except MailboxClosedError:
                 return
             except MailboxError:
@@ -302,6 +334,37 @@ class MailboxWorker(Generic[T, R]):
                     return
             elif wait == 0:
                 self._stop.wait(_IDLE_PAUSE)
+
+    def _receive(
+        self, requests: Mailbox[T, R], free: int, visibility: float, wait: float, *, gather: bool
+    ) -> Sequence[Message[T, R]]:
+        """Up to `free` messages: one receive that may wait, then more that do not.
+
+        A receive returns at most `MAX_MESSAGES`; when it comes back full and more slots
+        are free, the queue likely has more, so this takes them now rather than
+        handing each batch to the pool and coming back: with 200 free slots (a run's
+        start) that is one hand-over instead of twenty, which an event loop that is
+        already busy with the first batches would otherwise answer late.
+        """
+        messages = requests.receive(
+            max_messages=min(free, MAX_MESSAGES), visibility_timeout=visibility,
+            wait_time_seconds=wait,
+        )  # fmt: skip
+        if not gather or len(messages) < min(free, MAX_MESSAGES):
+            return messages
+        gathered = list(messages)
+        while len(gathered) < free and not self._stop.is_set():
+            wanted = min(free - len(gathered), MAX_MESSAGES)
+            try:
+                more = requests.receive(
+                    max_messages=wanted, visibility_timeout=visibility, wait_time_seconds=0
+                )
+            except MailboxError:
+                break  # dispatch what we have; the next receive meets the error again
+            gathered.extend(more)
+            if len(more) < wanted:
+                break
+        return gathered
 
     def _receive_failed(self, failures: int) -> None:
         """Back off after a failed receive: the worker outlives a backend outage.
@@ -337,18 +400,26 @@ class MailboxWorker(Generic[T, R]):
             self._cond.wait(_POLL_SLICE)
             return False
 
-    def _dispatch(self, pool: WorkerThreads, messages: Sequence[Message[T, R]]) -> None:
+    def _dispatch(
+        self, pool: WorkerThreads | LoopThread, messages: Sequence[Message[T, R]]
+    ) -> None:
         self._count("received", len(messages))
+        started: list[_Delivery] = []
         for index, message in enumerate(messages):
             if self._stop.is_set():
                 for unstarted in messages[index:]:
                     self._settle_quietly(unstarted, 0.0)
                     self._count("returned")
-                return
+                break
             delivery = self._delivery(message)
             with self._cond:
                 self._inflight[message.receipt_handle] = delivery
-            pool.submit(functools.partial(self._process, delivery))
+            if isinstance(pool, WorkerThreads):
+                pool.submit(functools.partial(self._process, delivery))
+            else:
+                started.append(delivery)
+        if started and isinstance(pool, LoopThread):  # one wake-up of the loop per batch
+            pool.spawn([functools.partial(self._process_async, d) for d in started])
 
     def _delivery(self, message: Message[T, R]) -> _Delivery:
         lease = None
@@ -383,6 +454,30 @@ class MailboxWorker(Generic[T, R]):
                 self._count("succeeded")
                 self._settle(delivery, message.acknowledge)
         except Exception:  # a bug in settling must not kill the pool thread silently
+            _log.exception("%s: unexpected error settling message %s", self._name, message.id)
+
+    async def _process_async(self, delivery: _Delivery | None) -> None:
+        # `_process` for async handlers: a task on the worker's loop.
+        while delivery is not None:
+            await self._process_one_async(delivery)
+            delivery = self._next_delivery(delivery)
+
+    async def _process_one_async(self, delivery: _Delivery) -> None:
+        message = delivery.message
+        try:
+            if message.decode_error is not None:
+                self._count("failed")
+                self._give_up(delivery, message.decode_error, "undecodable")
+                return
+            try:
+                await self.handle_async(message, delivery.heartbeat)
+            except Exception as error:
+                self._count("failed")
+                self._on_failure(delivery, error)
+            else:
+                self._count("succeeded")
+                self._settle(delivery, message.acknowledge)
+        except Exception:  # a bug in settling must not end the task silently
             _log.exception("%s: unexpected error settling message %s", self._name, message.id)
 
     def _next_delivery(self, done: _Delivery) -> _Delivery | None:
