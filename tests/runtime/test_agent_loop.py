@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,12 @@ import weakincentives.runtime
 from tests.helpers import ScriptedModel, calculator_model, calculator_tool
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest, PromptResponse
 from weakincentives.clock import FakeClock
-from weakincentives.errors import BudgetExceededError, DeadlineExceededError, OverridesError
+from weakincentives.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    DeadlineExceededError,
+    OverridesError,
+)
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.prompt import (
     LocalPromptOverridesStore,
@@ -34,6 +40,7 @@ from weakincentives.runtime import (
     TokenUsage,
     ToolInvoked,
 )
+from weakincentives.runtime.agent_loop import is_async_callable
 from weakincentives.runtime.session import replace_latest
 
 RULES = "Use the calculator for arithmetic."
@@ -342,3 +349,129 @@ def test_function_loop_exceptions_propagate() -> None:
 
     with pytest.raises(RuntimeError, match="agent failed"):
         FunctionLoop[Any, Any](broken).execute(None)
+
+
+# -- FunctionLoop around an async def ------------------------------------------------------
+
+
+async def ashout(request: str) -> str:
+    await asyncio.sleep(0)
+    return request.upper()
+
+
+def shout(request: str) -> str:
+    return request.upper()
+
+
+class AsyncCallable:
+    """An object with an `async def __call__` (and a session parameter)."""
+
+    async def __call__(self, request: int, session: Session) -> int:
+        await asyncio.sleep(0)
+        session.dispatch(Step(request))
+        return request * 2
+
+
+def executed_of(session: Session) -> list[tuple[str, str, Any, str | None]]:
+    return [(e.prompt_ns, e.prompt_name, e.output, e.text) for e in session[PromptExecuted].all()]
+
+
+@pytest.mark.parametrize(
+    ("fn", "is_async"),
+    [(ashout, True), (shout, False), (AsyncCallable(), True), (lambda q: q, False)],
+    ids=["async-def", "def", "async-call", "lambda"],
+)
+def test_function_loop_tells_async_functions_apart(fn: Any, is_async: bool) -> None:
+    assert FunctionLoop[Any, Any](fn).is_async is is_async
+    assert is_async_callable(fn) is is_async
+
+
+def test_async_function_loop_execute_matches_its_sync_twin() -> None:
+    exp = Experiment(name="e")
+    async_response, async_session = FunctionLoop[str, str](ashout, name="f").execute(
+        "hi", experiment=exp
+    )
+    sync_response, sync_session = FunctionLoop[str, str](shout, name="f").execute(
+        "hi", experiment=exp
+    )
+
+    assert (
+        async_response == sync_response == PromptResponse(prompt_name="f", text="HI", output="HI")
+    )
+    assert (
+        executed_of(async_session) == executed_of(sync_session) == [("function", "f", "HI", "HI")]
+    )
+    assert async_session[Experiment].all() == sync_session[Experiment].all() == (exp,)
+
+
+def test_aexecute_awaits_the_function_on_the_running_loop() -> None:
+    prepared: list[Session] = []
+    loop = FunctionLoop[str, str](ashout)
+
+    response, session = asyncio.run(loop.aexecute("hi", on_prepared=prepared.append))
+
+    assert response.output == "HI"
+    assert prepared == [session]
+    assert executed_of(session) == [("function", loop.name, "HI", "HI")]
+
+
+def test_aexecute_calls_a_sync_function_too() -> None:
+    response, _ = asyncio.run(FunctionLoop[str, str](shout).aexecute("hi"))
+    assert response.output == "HI"
+
+
+def test_async_function_with_a_session_parameter_gets_the_runs_session() -> None:
+    async def count(request: int, session: Session) -> dict[str, int]:
+        for i in range(request):
+            await asyncio.sleep(0)
+            session.dispatch(Step(i))
+        return {"steps": request}
+
+    loop = FunctionLoop[int, dict[str, int]](count, name="counter")
+    assert loop.takes_session and loop.is_async
+
+    for response, session in (loop.execute(3), asyncio.run(loop.aexecute(3))):
+        assert response.output == {"steps": 3}
+        assert [s.n for s in session[Step].all()] == [0, 1, 2]
+        assert session[Experiment].latest() == BASELINE
+
+
+def test_an_object_with_an_async_call_is_awaited() -> None:
+    loop = FunctionLoop[int, int](AsyncCallable())
+
+    response, session = loop.execute(21)
+
+    assert loop.takes_session and loop.name == "AsyncCallable"
+    assert response.output == 42
+    assert [s.n for s in session[Step].all()] == [21]
+
+
+def test_async_function_loop_deadline_and_exceptions_match_the_sync_path() -> None:
+    clock = FakeClock()
+
+    async def slow(request: str) -> str:
+        clock.advance(5)
+        return request
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("agent failed")
+
+    loop = FunctionLoop[str, str](slow, clock=clock)
+    with pytest.raises(DeadlineExceededError, match=r"function .*slow passed its deadline"):
+        loop.execute("x", deadline=1)
+    with pytest.raises(DeadlineExceededError, match=r"function .*slow passed its deadline"):
+        asyncio.run(loop.aexecute("x", deadline=1))
+    assert loop.execute("x", deadline=10)[0].output == "x"
+    with pytest.raises(RuntimeError, match="agent failed"):
+        FunctionLoop[Any, Any](broken).execute(None)
+
+
+def test_execute_refuses_an_async_function_inside_a_running_loop() -> None:
+    loop = FunctionLoop[str, str](ashout, name="shouter")
+
+    async def inside() -> None:
+        with pytest.raises(ConfigurationError, match=r"shouter.*await loop\.aexecute"):
+            loop.execute("hi")
+        assert (await loop.aexecute("hi"))[0].output == "HI"
+
+    asyncio.run(inside())

@@ -217,7 +217,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         """Execute and score one request directly (no mailbox), writing its bundle."""
         config = self.config
         bundles = config.bundle_config()
-        if bundles is None and type(self.loop) is FunctionLoop:
+        if bundles is None and type(self.loop) is FunctionLoop and not self.loop.is_async:
             # A plain FunctionLoop ignores heartbeats and budgets; without a bundle to
             # record, nothing may need its session either (execute_function decides).
             return execute_function(

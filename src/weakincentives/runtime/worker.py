@@ -21,6 +21,7 @@ for Redis.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import threading
@@ -459,7 +460,16 @@ class MailboxWorker(Generic[T, R]):
     async def _process_async(self, delivery: _Delivery | None) -> None:
         # `_process` for async handlers: a task on the worker's loop.
         while delivery is not None:
-            await self._process_one_async(delivery)
+            try:
+                await self._process_one_async(delivery)
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the worker's own cancel (a shutdown gave up on it)
+                # A CancelledError the handler let out (an inner task was cancelled):
+                # a failure like any other, or the slot would never be released.
+                self._count("failed")
+                self._on_failure(delivery, RuntimeError("the handler raised CancelledError"))
             delivery = self._next_delivery(delivery)
 
     async def _process_one_async(self, delivery: _Delivery) -> None:
