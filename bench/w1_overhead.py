@@ -220,33 +220,39 @@ def evalloop_agent_driver(job: Job) -> int:
 
 
 def run_evalloop(job: Job, loop: AgentLoop[Any, Any], samples: Iterator[Sample[Any, Any]]) -> int:
-    """Submit, run the loop until drained, and append each result to a run as it arrives.
+    """Serve, submit, and append each result to a run as it arrives; then stop.
 
-    A collector thread appends results while the loop runs (as a results consumer
-    would), so a latency-bound run is not charged for collecting afterwards.
+    As in production, the worker is already serving when the client submits, so the
+    first samples start while the rest are still being sent; a collector thread appends
+    results as they arrive (as a results consumer would). Closing the requests mailbox
+    at the end ends the worker's long poll at once.
     """
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     requests: InMemoryMailbox[Any, EvalResult] = InMemoryMailbox(name="bench-requests")
     results: InMemoryMailbox[EvalResult, Any] = InMemoryMailbox(name="bench-results")
-    sent = submit_dataset(samples, BASELINE, requests, reply_to=results, run_id=run_id)
     worker = EvalLoop(
         loop=loop, evaluator=exact_match, requests=requests, max_concurrent=job.concurrency
     )
-    with RunStore(job.root).create(FINGERPRINT, run_id=run_id, expected_results=sent) as run:
-        collector = threading.Thread(target=_collect, args=(results, run, sent))
+    with RunStore(job.root).create(FINGERPRINT, run_id=run_id, expected_results=job.n) as run:
+        collector = threading.Thread(target=_collect, args=(results, run, job.n))
         collector.start()
-        worker.run(until_drained=True, wait_time_seconds=0)
+        serving = threading.Thread(target=worker.run, kwargs={"wait_time_seconds": 1.0})
+        serving.start()
+        sent = submit_dataset(samples, BASELINE, requests, reply_to=results, run_id=run_id)
         collector.join()
+        requests.close()
+        serving.join()
     return sent
 
 
 def _collect(results: InMemoryMailbox[EvalResult, Any], run: RunHandle, expected: int) -> None:
     got = 0
     while got < expected:
-        for message in results.receive(max_messages=10, wait_time_seconds=1.0):
-            run.append(message.body)
+        batch = results.receive(max_messages=10, wait_time_seconds=1.0)
+        run.extend(message.body for message in batch)  # one write per batch
+        for message in batch:
             message.acknowledge()
-            got += 1
+        got += len(batch)
 
 
 def baseline_threads_driver(job: Job) -> int:

@@ -31,68 +31,76 @@ if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
     from weakincentives.runtime.session import Session
 
-__all__ = ["execute_function_async"]
+__all__ = ["AsyncFunctionExecutor"]
 
 T = TypeVar("T")
 
 
-async def execute_function_async(
-    loop: FunctionLoop[Any, Any],
-    evaluator: Callable[..., Score],
-    request: EvalRequest[Any, Any],
-    *,
-    timeout: float | None = None,
-    record_transcript: bool = True,
-    delivery_count: int = 1,
-    clock: Clock = SYSTEM_CLOCK,
-    on_prepared: Callable[[Session], None] | None = None,
-) -> SampleOutcome:
-    """Await `loop`'s function on `request.sample`, then score it.
+class AsyncFunctionExecutor:
+    """Awaits an async `FunctionLoop`'s function on a sample, then scores it.
 
-    Never raises for a failing function or evaluator (see `execute_sample`). Without
-    a session reader (the function takes no `session`, the evaluator is plain, no
-    `on_prepared`), no session is made, as in `execute_function`.
+    What the evaluator needs (a session? a thread?) is read once here, not per sample.
+
+    Args:
+        loop: A `FunctionLoop` around an `async def`.
+        evaluator: The scorer (see `prepare_scorer`).
     """
-    plain = (
-        type(loop) is FunctionLoop
-        and on_prepared is None
-        and not loop.takes_session
-        and not is_trajectory_scorer(evaluator)
-        and not is_session_aware(evaluator)
-    )
-    sample = request.sample
-    deadline = Deadline.after(timeout, clock=clock) if timeout else None
-    start = clock.monotonic()
-    run: tuple[PromptResponse[Any], Session] | Exception
-    output: Any = None
-    try:
+
+    def __init__(self, loop: FunctionLoop[Any, Any], evaluator: Callable[..., Score]) -> None:
+        self.loop = loop
+        self.evaluator = evaluator
+        reads_session = is_trajectory_scorer(evaluator) or is_session_aware(evaluator)
+        # Without a session reader no session is made, as in `execute_function`.
+        self._plain = type(loop) is FunctionLoop and not loop.takes_session and not reads_session
+        self._inline = is_inline_evaluator(evaluator) and not is_session_aware(evaluator)
+
+    async def __call__(
+        self,
+        request: EvalRequest[Any, Any],
+        *,
+        timeout: float | None = None,
+        record_transcript: bool = True,
+        delivery_count: int = 1,
+        clock: Clock = SYSTEM_CLOCK,
+        on_prepared: Callable[[Session], None] | None = None,
+    ) -> SampleOutcome:
+        """Run and score `request.sample` (never raises: failures are results)."""
+        loop, evaluator = self.loop, self.evaluator
+        plain = self._plain and on_prepared is None
+        deadline = Deadline.after(timeout, clock=clock) if timeout else None
+        start = clock.monotonic()
+        run: tuple[PromptResponse[Any], Session] | Exception
+        output: Any = None
+        try:
+            if plain:
+                output = await _cancel_after(loop.fn(request.sample.input), timeout, loop.name)
+            else:
+                run = await _cancel_after(
+                    loop.aexecute(
+                        request.sample.input, experiment=request.experiment, on_prepared=on_prepared
+                    ),
+                    timeout,
+                    loop.name,
+                )
+            if deadline is not None:  # as the sync path: a late answer on the run's clock
+                deadline.check(f"function {loop.name}")
+        except Exception as exc:
+            run = exc
+            plain = False
+        latency = (clock.monotonic() - start) * 1000.0
         if plain:
-            output = await _cancel_after(loop.fn(sample.input), timeout, loop.name)
+            score: Callable[[], SampleOutcome] = functools.partial(
+                score_output, output, evaluator, request, latency_ms=latency,
+                record_transcript=record_transcript, delivery_count=delivery_count,
+            )  # fmt: skip
         else:
-            run = await _cancel_after(
-                loop.aexecute(sample.input, experiment=request.experiment, on_prepared=on_prepared),
-                timeout,
-                loop.name,
-            )
-        if deadline is not None:  # as the sync path: a late answer on the run's clock
-            deadline.check(f"function {loop.name}")
-    except Exception as exc:
-        run = exc
-        plain = False
-    latency = (clock.monotonic() - start) * 1000.0
-    if plain:
-        score: Callable[[], SampleOutcome] = functools.partial(
-            score_output, output, evaluator, request, latency_ms=latency,
-            record_transcript=record_transcript, delivery_count=delivery_count,
-        )  # fmt: skip
-    else:
-        score = functools.partial(
-            score_finished, run, evaluator, request, latency_ms=latency,
-            record_transcript=record_transcript, delivery_count=delivery_count,
-        )  # fmt: skip
-    if is_inline_evaluator(evaluator) and not is_session_aware(evaluator):
-        return score()
-    return await asyncio.to_thread(score)
+            score = functools.partial(
+                score_finished, run, evaluator, request, latency_ms=latency,
+                record_transcript=record_transcript, delivery_count=delivery_count,
+            )  # fmt: skip
+        if self._inline:
+            return score()
+        return await asyncio.to_thread(score)
 
 
 async def _cancel_after(work: Awaitable[T], seconds: float | None, name: str) -> T:

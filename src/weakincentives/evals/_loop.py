@@ -30,7 +30,7 @@ from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.worker import MailboxWorker
 
-from ._async_execute import execute_function_async
+from ._async_execute import AsyncFunctionExecutor
 from ._execute import SampleOutcome, execute_function, execute_sample
 from ._target import prepare_scorer
 from ._types import EvalRequest, EvalResult, Score
@@ -131,6 +131,9 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         # Its kind (plain, session-aware, trajectory) read from the signature once here,
         # not per sample (inspect.signature was a quarter of the per-sample cost).
         self._scorer = prepare_scorer(evaluator, None)
+        self._async_executor: AsyncFunctionExecutor | None = None
+        if isinstance(loop, FunctionLoop) and loop.is_async:
+            self._async_executor = AsyncFunctionExecutor(loop, self._scorer)
         self.results = results
         self._eval_clock = clock
 
@@ -146,7 +149,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     @property
     def handles_async(self) -> bool:
         """True when `loop` is a `FunctionLoop` around an `async def`."""
-        return isinstance(self.loop, FunctionLoop) and self.loop.is_async
+        return self._async_executor is not None
 
     async def handle_async(
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
@@ -181,17 +184,17 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         Raises:
             ConfigurationError: `loop` is not such a `FunctionLoop`.
         """
-        loop = self.loop
-        if not isinstance(loop, FunctionLoop) or not loop.is_async:
+        execute = self._async_executor
+        if execute is None:
             raise ConfigurationError(
                 f"{self.name}: evaluate_async needs a FunctionLoop around an async def; "
-                f"loop {loop.name} is not one (call evaluate)"
+                f"loop {self.loop.name} is not one (call evaluate)"
             )
         config = self.config
         bundles = config.bundle_config()
         if bundles is None:
-            return await execute_function_async(
-                loop, self._scorer, request, timeout=config.timeout,
+            return await execute(
+                request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock,
             )  # fmt: skip
@@ -199,8 +202,8 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         # sample, which bundles (a debugging aid) may cost.
         with self._recorder(bundles, request) as rec:
             rec.set_request(request)
-            outcome = await execute_function_async(
-                loop, self._scorer, request, timeout=config.timeout,
+            outcome = await execute(
+                request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
             )  # fmt: skip

@@ -499,7 +499,11 @@ class MailboxWorker(Generic[T, R]):
             keep = nxt is not None and not self._stop.is_set()
             if nxt is not None and keep:
                 self._inflight[nxt.message.receipt_handle] = nxt
-            self._cond.notify_all()
+            else:
+                # Only a released slot changes what the waiters wait for (a free slot,
+                # no handler left). Waking the receiving thread for a slot handed on
+                # would cost a GIL hand-over per message for nothing.
+                self._cond.notify_all()
         if nxt is not None and not keep:
             self._settle_quietly(nxt.message, 0.0)  # stopping: back to the queue untouched
             self._count("returned")
