@@ -27,17 +27,15 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxError
 from weakincentives.runtime._loop_thread import LoopThread
+from weakincentives.runtime._settling import Counter, Delivery, Settling
 from weakincentives.runtime.dlq import (
-    DeadLetter,
-    DeadLetterReason,
     DLQPolicy,
     RetryPolicy,
-    failure_action,
 )
 from weakincentives.runtime.lease import LeaseExtender, LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.mailbox import (
@@ -87,31 +85,6 @@ class WorkerStats:
     """Acknowledges or nacks that failed (stale handle, backend error)."""
     receive_errors: int = 0
     """Receives that failed (backend unreachable); the worker backs off and retries."""
-
-
-_Counter = Literal[
-    "received",
-    "succeeded",
-    "failed",
-    "retried",
-    "dead_lettered",
-    "dropped",
-    "returned",
-    "settle_errors",
-    "receive_errors",
-]
-
-
-class _Delivery:
-    """A message being handled, and whether a shutdown took it back."""
-
-    __slots__ = ("abandoned", "heartbeat", "lock", "message")
-
-    def __init__(self, message: Message[Any, Any], heartbeat: WorkerHeartbeat) -> None:
-        self.message = message
-        self.heartbeat = heartbeat
-        self.lock = threading.Lock()
-        self.abandoned = False
 
 
 class MailboxWorker(Generic[T, R]):
@@ -164,11 +137,15 @@ class MailboxWorker(Generic[T, R]):
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._running = False
-        self._inflight: dict[str, _Delivery] = {}
+        self._inflight: dict[str, Delivery] = {}
         # How a pool thread takes its next message itself (set by `run`; None: it doesn't).
         self._refill: Callable[[], Sequence[Message[T, R]]] | None = None
         self._last_heartbeat: float | None = None
         self._counts = {counter.name: 0 for counter in fields(WorkerStats)}
+        self._settling = Settling(
+            name=self._name, source=requests.name if requests is not None else self._name,
+            retry=self._retry, dlq=dlq, clock=clock, count=self._count,
+        )  # fmt: skip
 
     # -- what subclasses implement -----------------------------------------------------
 
@@ -225,7 +202,7 @@ class MailboxWorker(Generic[T, R]):
         with self._cond:
             return WorkerStats(**self._counts)
 
-    def _count(self, counter: _Counter, n: int = 1) -> None:
+    def _count(self, counter: Counter, n: int = 1) -> None:
         with self._cond:
             self._counts[counter] += n
 
@@ -405,11 +382,11 @@ class MailboxWorker(Generic[T, R]):
         self, pool: WorkerThreads | LoopThread, messages: Sequence[Message[T, R]]
     ) -> None:
         self._count("received", len(messages))
-        started: list[_Delivery] = []
+        started: list[Delivery] = []
         for index, message in enumerate(messages):
             if self._stop.is_set():
                 for unstarted in messages[index:]:
-                    self._settle_quietly(unstarted, 0.0)
+                    self._settling.give_back(unstarted)
                     self._count("returned")
                 break
             delivery = self._delivery(message)
@@ -422,16 +399,16 @@ class MailboxWorker(Generic[T, R]):
         if started and isinstance(pool, LoopThread):  # one wake-up of the loop per batch
             pool.spawn([functools.partial(self._process_async, d) for d in started])
 
-    def _delivery(self, message: Message[T, R]) -> _Delivery:
+    def _delivery(self, message: Message[T, R]) -> Delivery:
         lease = None
         if self._lease is not None:
             lease = LeaseExtender(message, self._lease, clock=self._clock)
         heartbeat = WorkerHeartbeat(clock=self._clock, on_beat=self._beat, lease=lease)
-        return _Delivery(message, heartbeat)
+        return Delivery(message, heartbeat)
 
     # -- one message -------------------------------------------------------------------
 
-    def _process(self, delivery: _Delivery | None) -> None:
+    def _process(self, delivery: Delivery | None) -> None:
         # A pool thread keeps its slot while the queue has work: after each message it
         # receives the next one itself (without waiting) instead of handing the slot back
         # to the receiving thread, which would cost two thread switches per message.
@@ -439,25 +416,17 @@ class MailboxWorker(Generic[T, R]):
             self._process_one(delivery)
             delivery = self._next_delivery(delivery)
 
-    def _process_one(self, delivery: _Delivery) -> None:
-        message = delivery.message
+    def _process_one(self, delivery: Delivery) -> None:
+        if self._settling.reject_undecodable(delivery):
+            return
         try:
-            if message.decode_error is not None:
-                self._count("failed")
-                self._give_up(delivery, message.decode_error, "undecodable")
-                return
-            try:
-                self.handle(message, delivery.heartbeat)
-            except Exception as error:
-                self._count("failed")
-                self._on_failure(delivery, error)
-            else:
-                self._count("succeeded")
-                self._settle(delivery, message.acknowledge)
-        except Exception:  # a bug in settling must not kill the pool thread silently
-            _log.exception("%s: unexpected error settling message %s", self._name, message.id)
+            self.handle(delivery.message, delivery.heartbeat)
+        except Exception as error:
+            self._settling.finish(delivery, error)
+        else:
+            self._settling.finish(delivery, None)
 
-    async def _process_async(self, delivery: _Delivery | None) -> None:
+    async def _process_async(self, delivery: Delivery | None) -> None:
         # `_process` for async handlers: a task on the worker's loop.
         while delivery is not None:
             try:
@@ -468,29 +437,21 @@ class MailboxWorker(Generic[T, R]):
                     raise  # the worker's own cancel (a shutdown gave up on it)
                 # A CancelledError the handler let out (an inner task was cancelled):
                 # a failure like any other, or the slot would never be released.
-                self._count("failed")
-                self._on_failure(delivery, RuntimeError("the handler raised CancelledError"))
+                error = RuntimeError("the handler raised CancelledError")
+                self._settling.finish(delivery, error)
             delivery = self._next_delivery(delivery)
 
-    async def _process_one_async(self, delivery: _Delivery) -> None:
-        message = delivery.message
+    async def _process_one_async(self, delivery: Delivery) -> None:
+        if self._settling.reject_undecodable(delivery):
+            return
         try:
-            if message.decode_error is not None:
-                self._count("failed")
-                self._give_up(delivery, message.decode_error, "undecodable")
-                return
-            try:
-                await self.handle_async(message, delivery.heartbeat)
-            except Exception as error:
-                self._count("failed")
-                self._on_failure(delivery, error)
-            else:
-                self._count("succeeded")
-                self._settle(delivery, message.acknowledge)
-        except Exception:  # a bug in settling must not end the task silently
-            _log.exception("%s: unexpected error settling message %s", self._name, message.id)
+            await self.handle_async(delivery.message, delivery.heartbeat)
+        except Exception as error:
+            self._settling.finish(delivery, error)
+        else:
+            self._settling.finish(delivery, None)
 
-    def _next_delivery(self, done: _Delivery) -> _Delivery | None:
+    def _next_delivery(self, done: Delivery) -> Delivery | None:
         """Release `done`'s slot, or hand it to the next message when one is waiting."""
         nxt = self._take_next()
         self._beat()
@@ -505,12 +466,12 @@ class MailboxWorker(Generic[T, R]):
                 # would cost a GIL hand-over per message for nothing.
                 self._cond.notify_all()
         if nxt is not None and not keep:
-            self._settle_quietly(nxt.message, 0.0)  # stopping: back to the queue untouched
+            self._settling.give_back(nxt.message)  # stopping: back to the queue untouched
             self._count("returned")
             return None
         return nxt
 
-    def _take_next(self) -> _Delivery | None:
+    def _take_next(self) -> Delivery | None:
         refill = self._refill
         if refill is None or self._stop.is_set():
             return None
@@ -525,101 +486,9 @@ class MailboxWorker(Generic[T, R]):
             return self._delivery(got[0])
         except Exception:  # the slot must be released whatever happens here
             _log.exception("%s: cannot start message %s", self._name, got[0].id)
-            self._settle_quietly(got[0], 0.0)
+            self._settling.give_back(got[0])
             self._count("returned")
             return None
-
-    def _on_failure(self, delivery: _Delivery, error: Exception) -> None:
-        message = delivery.message
-        if message.settled:
-            _log.warning(
-                "%s: handler settled message %s, then raised",
-                self._name,
-                message.id,
-                exc_info=error,
-            )
-            return
-        action = failure_action(error, message.delivery_count, retry=self._retry, dlq=self._dlq)
-        if action == "retry":
-            delay = self._retry.backoff(message.delivery_count)
-            _log.warning(
-                "%s: message %s failed on delivery %d; retrying in %.3gs",
-                self._name,
-                message.id,
-                message.delivery_count,
-                delay,
-                exc_info=error,
-            )
-            if self._settle(delivery, lambda: message.nack(visibility_timeout=delay)):
-                self._count("retried")
-        else:
-            self._give_up(delivery, error, action)
-
-    def _give_up(self, delivery: _Delivery, error: BaseException, reason: DeadLetterReason) -> None:
-        """Dead-letter the message (or drop it without a DLQ), then acknowledge it."""
-        message = delivery.message
-        if self._dlq is None:
-            _log.error(
-                "%s: dropping message %s (%s) after %d deliveries: no DLQPolicy is configured",
-                self._name,
-                message.id,
-                reason,
-                message.delivery_count,
-                exc_info=error,
-            )
-            if self._settle(delivery, message.acknowledge):
-                self._count("dropped")
-            return
-        letter = DeadLetter.from_message(
-            message, error, reason=reason, source=self._requests_name(), now=self._clock.now()
-        )
-        with delivery.lock:
-            if delivery.abandoned:
-                return
-            try:
-                self._dlq.mailbox.send(letter, reply_to=None)
-            except MailboxError:
-                _log.exception("%s: dead-letter queue refused message %s", self._name, message.id)
-                self._settle_quietly(message, self._retry.backoff(message.delivery_count))
-                return
-        _log.error(
-            "%s: dead-lettered message %s (%s) to %s",
-            self._name,
-            message.id,
-            reason,
-            self._dlq.mailbox.name,
-            exc_info=error,
-        )
-        self._count("dead_lettered")
-        self._settle(delivery, message.acknowledge)
-
-    def _requests_name(self) -> str:
-        return self._requests.name if self._requests is not None else self._name
-
-    def _settle(self, delivery: _Delivery, call: Callable[[], object]) -> bool:
-        """Run a settle call unless a shutdown took the delivery back; True on success."""
-        with delivery.lock:
-            if delivery.abandoned or delivery.message.settled:
-                return False
-            try:
-                call()
-            except MailboxError:
-                self._count("settle_errors")
-                _log.warning(
-                    "%s: could not settle message %s; it will be delivered again",
-                    self._name,
-                    delivery.message.id,
-                    exc_info=True,
-                )
-                return False
-            return True
-
-    def _settle_quietly(self, message: Message[Any, Any], visibility_timeout: float) -> None:
-        try:
-            message.nack(visibility_timeout=visibility_timeout)
-        except MailboxError:
-            self._count("settle_errors")
-            _log.warning("%s: could not return message %s", self._name, message.id, exc_info=True)
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -646,6 +515,6 @@ class MailboxWorker(Generic[T, R]):
                 if delivery.message.settled:
                     continue
                 delivery.abandoned = True
-                self._settle_quietly(delivery.message, 0.0)
+                self._settling.give_back(delivery.message)
                 self._count("returned")
         return False

@@ -1,0 +1,205 @@
+"""How a `MailboxWorker` settles a message once its handler is done.
+
+Returned means acknowledged; raised means retried with backoff (a nack whose visibility
+timeout is the backoff), dead-lettered, or dropped, by the `RetryPolicy` and `DLQPolicy`;
+an undecodable body is dead-lettered at once. A shutdown may take a delivery back
+(`abandoned`) while its handler still runs: whatever that handler does afterwards is not
+settled. Settling never raises: a mailbox that refuses is logged and counted, and the
+message comes back by its visibility timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+from weakincentives.clock import Clock
+from weakincentives.errors import MailboxError
+from weakincentives.runtime.dlq import (
+    DeadLetter,
+    DeadLetterReason,
+    DLQPolicy,
+    RetryPolicy,
+    failure_action,
+)
+from weakincentives.runtime.lease import WorkerHeartbeat
+from weakincentives.runtime.mailbox import Message
+
+__all__ = ["Counter", "Delivery", "Settling"]
+
+_log = logging.getLogger("weakincentives.runtime.worker")
+
+Counter = Literal[
+    "received",
+    "succeeded",
+    "failed",
+    "retried",
+    "dead_lettered",
+    "dropped",
+    "returned",
+    "settle_errors",
+    "receive_errors",
+]
+"""The counts a worker keeps (the fields of `WorkerStats`)."""
+
+
+class Delivery:
+    """A message being handled, and whether a shutdown took it back."""
+
+    __slots__ = ("abandoned", "heartbeat", "lock", "message")
+
+    def __init__(self, message: Message[Any, Any], heartbeat: WorkerHeartbeat) -> None:
+        self.message = message
+        self.heartbeat = heartbeat
+        self.lock = threading.Lock()
+        self.abandoned = False
+
+
+class Settling:
+    """Settles deliveries of one worker by what their handlers did.
+
+    Args:
+        name: The worker's name, in logs.
+        source: The requests mailbox's name, recorded in dead letters.
+        retry: Retry limit and backoff.
+        dlq: Where given-up messages go (None: dropped with an error log).
+        clock: Stamps dead letters.
+        count: Adds to one of the worker's counts.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        source: str,
+        retry: RetryPolicy,
+        dlq: DLQPolicy[Any] | None,
+        clock: Clock,
+        count: Callable[[Counter], None],
+    ) -> None:
+        self._name = name
+        self._source = source
+        self._retry = retry
+        self._dlq = dlq
+        self._clock = clock
+        self._count = count
+
+    def finish(self, delivery: Delivery, error: Exception | None) -> None:
+        """Settle after the handler returned (`error` None) or raised `error`."""
+        try:
+            if error is None:
+                self._count("succeeded")
+                self.settle(delivery, delivery.message.acknowledge)
+            else:
+                self._count("failed")
+                self._on_failure(delivery, error)
+        except Exception:  # a bug in settling must not end the handler's thread or task
+            _log.exception(
+                "%s: unexpected error settling message %s", self._name, delivery.message.id
+            )
+
+    def reject_undecodable(self, delivery: Delivery) -> bool:
+        """Dead-letter a message whose body did not decode; False when it decoded."""
+        error = delivery.message.decode_error
+        if error is None:
+            return False
+        try:
+            self._count("failed")
+            self._give_up(delivery, error, "undecodable")
+        except Exception:  # see `finish`
+            _log.exception(
+                "%s: unexpected error settling message %s", self._name, delivery.message.id
+            )
+        return True
+
+    def settle(self, delivery: Delivery, call: Callable[[], object]) -> bool:
+        """Run a settle call unless a shutdown took the delivery back; True on success."""
+        with delivery.lock:
+            if delivery.abandoned or delivery.message.settled:
+                return False
+            try:
+                call()
+            except MailboxError:
+                self._count("settle_errors")
+                _log.warning(
+                    "%s: could not settle message %s; it will be delivered again",
+                    self._name,
+                    delivery.message.id,
+                    exc_info=True,
+                )
+                return False
+            return True
+
+    def give_back(self, message: Message[Any, Any], visibility_timeout: float = 0.0) -> None:
+        """Return `message` to the queue (a nack), logging a mailbox that refuses."""
+        try:
+            message.nack(visibility_timeout=visibility_timeout)
+        except MailboxError:
+            self._count("settle_errors")
+            _log.warning("%s: could not return message %s", self._name, message.id, exc_info=True)
+
+    def _on_failure(self, delivery: Delivery, error: Exception) -> None:
+        message = delivery.message
+        if message.settled:
+            _log.warning(
+                "%s: handler settled message %s, then raised",
+                self._name,
+                message.id,
+                exc_info=error,
+            )
+            return
+        action = failure_action(error, message.delivery_count, retry=self._retry, dlq=self._dlq)
+        if action == "retry":
+            delay = self._retry.backoff(message.delivery_count)
+            _log.warning(
+                "%s: message %s failed on delivery %d; retrying in %.3gs",
+                self._name,
+                message.id,
+                message.delivery_count,
+                delay,
+                exc_info=error,
+            )
+            if self.settle(delivery, lambda: message.nack(visibility_timeout=delay)):
+                self._count("retried")
+        else:
+            self._give_up(delivery, error, action)
+
+    def _give_up(self, delivery: Delivery, error: BaseException, reason: DeadLetterReason) -> None:
+        """Dead-letter the message (or drop it without a DLQ), then acknowledge it."""
+        message = delivery.message
+        if self._dlq is None:
+            _log.error(
+                "%s: dropping message %s (%s) after %d deliveries: no DLQPolicy is configured",
+                self._name,
+                message.id,
+                reason,
+                message.delivery_count,
+                exc_info=error,
+            )
+            if self.settle(delivery, message.acknowledge):
+                self._count("dropped")
+            return
+        letter = DeadLetter.from_message(
+            message, error, reason=reason, source=self._source, now=self._clock.now()
+        )
+        with delivery.lock:
+            if delivery.abandoned:
+                return
+            try:
+                self._dlq.mailbox.send(letter, reply_to=None)
+            except MailboxError:
+                _log.exception("%s: dead-letter queue refused message %s", self._name, message.id)
+                self.give_back(message, self._retry.backoff(message.delivery_count))
+                return
+        _log.error(
+            "%s: dead-lettered message %s (%s) to %s",
+            self._name,
+            message.id,
+            reason,
+            self._dlq.mailbox.name,
+            exc_info=error,
+        )
+        self._count("dead_lettered")
+        self.settle(delivery, message.acknowledge)
