@@ -18,7 +18,7 @@ from weakincentives.clock import FakeClock
 from weakincentives.errors import ConfigurationError, FingerprintMismatchError, RunStoreError
 from weakincentives.evals import EvalReport
 from weakincentives.evals._fingerprint import Fingerprint
-from weakincentives.evals._runfile import MANIFEST_FILE, iter_results, latest_results
+from weakincentives.evals._runfile import iter_results, latest_results
 from weakincentives.evals._store import RunStore
 from weakincentives.evals._types import ErrorKind, EvalResult, Score
 from weakincentives.experiment import BASELINE, Experiment
@@ -291,30 +291,6 @@ def test_concurrent_writers_produce_exactly_n_well_formed_lines(
     assert store.open(run.run_id).manifest.counts.results == threads * per_thread
 
 
-def test_fsync_happens_at_most_once_per_interval(
-    store: RunStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    synced: list[int] = []  # inodes of what was fsynced
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.fstat(fd).st_ino))
-    run = store.create(make_fingerprint())
-    assert synced == []  # creating a run forces nothing to disk yet
-    results, manifest, directory = (
-        p.stat().st_ino for p in (run.results_path, run.path / MANIFEST_FILE, run.path)
-    )
-    run.extend([make_result("s1"), make_result("s2")])
-    run.append(make_result("s3"))
-    assert synced == []  # written to the OS, not yet forced to disk
-    clock.advance(0.05)
-    run.append(make_result("s4"))
-    # The first sync makes the results, the manifest and their directory entries durable.
-    assert synced == [results, manifest, directory]
-    run.append(make_result("s5"))
-    assert len(synced) == 3
-    run.sync()
-    run.sync()  # nothing new to sync
-    assert synced[3:] == [results]
-
-
 def test_a_failed_write_leaves_no_partial_line(
     store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,6 +311,33 @@ def test_a_failed_write_leaves_no_partial_line(
     run.finish()
     assert [r.sample_id for r in iter_results(run.path)] == ["s1", "s3"]
     assert run.completed_keys() == {("s1", "baseline", 0), ("s3", "baseline", 0)}
+
+
+def test_a_failed_write_takes_back_what_it_counted(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = store.create(make_fingerprint(), expected_results=2)
+    run.append(make_result("s1"))
+    before = run.counts
+    real_write = os.write
+
+    def disk_full(fd: int, data: Any) -> int:
+        if b'"s2"' in bytes(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", disk_full)
+    batch = [
+        make_result("s1", error_kind="agent"),
+        make_result("s2"),
+        make_result("s2", passed=False),
+    ]
+    with pytest.raises(RunStoreError, match="No space left"):
+        run.extend(batch)  # a line superseding s1, and s2 twice: all taken back
+    assert run.counts == before
+    assert run.completed_keys(include_errors=False) == {("s1", "baseline", 0)}
+    run.finish()
+    assert store.open(run.run_id).counts == before
 
 
 def test_a_short_write_drops_its_cut_line_and_appends_go_on(

@@ -236,23 +236,39 @@ def dataset_sha256(path: StrPath, input_type: Any = Any, expected_type: Any = An
 # -- helpers ----------------------------------------------------------------------------
 
 
+# The canonical JSON of one sample: compact, keys sorted at every level, not ASCII-escaped.
+# One encoder for every value (JSON's encoding of a value does not depend on where it
+# sits), not a `json.dumps` call that builds one per sample.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _canonical(sample: Sample[Any, Any]) -> bytes:
-    record = {
-        "id": sample.id,
-        "input": _dumped(sample.input),
-        "expected": _dumped(sample.expected),
-        "metadata": _dumped(sample.metadata) if sample.metadata else {},
-    }
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8") + b"\n"
+    """`{"expected":…,"id":…,"input":…,"metadata":…}` and a newline, as UTF-8.
+
+    The same bytes as `json.dumps` of that record with sorted keys (the four keys are
+    written in sorted order); each value is JSON-compatible Python first (`_dumped`).
+    """
+    metadata = sample.metadata
+    text = (
+        f'{{"expected":{_encode(_dumped(sample.expected))},"id":{_encode(sample.id)},'
+        f'"input":{_encode(_dumped(sample.input))},'
+        f'"metadata":{_encode(_dumped(metadata)) if metadata else "{}"}}}\n'
+    )
+    return text.encode("utf-8")
 
 
 _AS_IS = frozenset({str, int, bool, type(None)})  # serde.dump returns these unchanged
 
 
 def _dumped(value: Any) -> Any:
-    # Runs per sample when a streamed dataset is hashed: skip serde for plain values.
-    return value if type(value) in _AS_IS else serde.dump(value)
+    # Runs per sample when a streamed dataset is hashed: skip serde for plain values, and
+    # for dicts of them (serde.dump would copy them unchanged).
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is dict and all(type(k) is str and type(v) in _AS_IS for k, v in value.items()):
+        return value
+    return serde.dump(value)
 
 
 def _decode(raw: bytes, source: Path, lineno: int) -> str:

@@ -25,13 +25,20 @@ from weakincentives.runtime.session import (
 
 from ._evaluator_core import call_evaluator, classify_error, is_session_aware
 from ._trajectory import Trajectory, is_trajectory_scorer
-from ._types import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord
+from ._types import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord, build_result
 
 if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
     from weakincentives.runtime.agent_loop import AgentLoop
 
-__all__ = ["SampleOutcome", "execute_function", "execute_sample", "score_finished", "score_output"]
+__all__ = [
+    "NO_USAGE",
+    "SampleOutcome",
+    "execute_function",
+    "execute_sample",
+    "score_finished",
+    "score_output",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +163,7 @@ def score_output(
     is the one `execute_sample` gives a `FunctionLoop` that returned `output`.
     """
     if record_transcript and isinstance(output, str) and output:
-        extras: _Extras = (_NO_EXTRAS[0], (ChatMessage(role="assistant", content=output),), ())
+        extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), ())
     else:
         extras = _NO_EXTRAS
     return _score(evaluator, request, delivery_count, latency_ms, extras, output, None, None)
@@ -199,10 +206,11 @@ def _score(
 ) -> SampleOutcome:
     """Score a finished run's `output` and record it.
 
-    `session` and `response` are None only from `execute_function`, for a plain evaluator.
+    `session` and `response` are None only from `score_output`, for a plain evaluator.
     """
     sample = request.sample
-    by_trajectory = is_trajectory_scorer(evaluator)
+    plain = session is None  # no need to ask the evaluator's kind again
+    by_trajectory = not plain and is_trajectory_scorer(evaluator)
     if output is None and not by_trajectory:
         msg = "the agent finished without an output to score"
         score = Score(value=0.0, passed=False, reason=msg)
@@ -216,7 +224,7 @@ def _score(
             score = call_evaluator(evaluator, False, trajectory, sample, None)
         else:
             # What `run_evaluator` does, without a session view for a plain evaluator.
-            aware = is_session_aware(evaluator)
+            aware = not plain and is_session_aware(evaluator)
             view = session.view() if aware and session is not None else None
             score = call_evaluator(evaluator, aware, output, sample.expected, view)
     except Exception as exc:
@@ -230,7 +238,10 @@ def _score(
 _Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...]]
 """What a finished run adds to its result: usage, messages and tool calls."""
 
-_NO_EXTRAS: _Extras = (TokenUsage(), (), ())
+NO_USAGE = TokenUsage()
+"""The zero usage of a run that reported none, one shared object (`slim` looks for it)."""
+
+_NO_EXTRAS: _Extras = (NO_USAGE, (), ())
 
 
 def _result(
@@ -243,10 +254,10 @@ def _result(
     error: str | None = None,
     error_kind: ErrorKind | None = None,
 ) -> EvalResult:
-    # One constructor call with every field (no intermediate dicts): this runs per sample.
+    # Built through its slots (see `build_result`): this runs per sample.
     sample = request.sample
     usage, messages, tool_calls = extras
-    return EvalResult(
+    return build_result(
         sample_id=sample.id, experiment_name=request.experiment.name, score=score,
         latency_ms=latency, error=error, error_kind=error_kind, epoch=request.epoch,
         request_id=str(request.request_id), run_id=request.run_id, usage=usage,

@@ -22,19 +22,18 @@ import anyio.to_thread
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 from weakincentives.experiment import Experiment
-from weakincentives.runtime.session import TokenUsage
 from weakincentives.runtime.threads import WorkerThreads
 
 from ._dataset import Dataset, _canonical
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
-from ._execute import SampleOutcome
+from ._execute import NO_USAGE, SampleOutcome
 from ._fingerprint import Fingerprint
 from ._progress import NullProgress, ProgressSink
 from ._report import EvalReport
 from ._run import RunHandle, RunStatus
 from ._store import RunStore
 from ._target import SampleTarget
-from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score
+from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score, build_result
 
 __all__ = [
     "UNHASHED_STREAM",
@@ -58,7 +57,6 @@ PROGRESS_INTERVAL = 0.1
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
 _Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_NO_USAGE = TokenUsage()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -312,13 +310,19 @@ class LocalRun:
             self._stopped = True
 
     async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
+        handle, results, advance = self.handle, self.results, self.progress.advance
+        plain = self.settings.timeout is None and self.environment_factory is None
+        run, request = self.target.run, self._request
         for item in work:
-            result = await self._run_one(self._request(item), limiter)
-            if self.handle is not None:
-                self.handle.append(result)
+            if plain:  # `_run_one` would add two coroutines per sample around this
+                result = (await run(request(item), None, limiter)).result
+            else:
+                result = await self._run_one(request(item), limiter)
+            if handle is not None:
+                handle.append(result)
                 result = slim(result)
-            self.results.append(result)
-            self.progress.advance(result)
+            results.append(result)
+            advance(result)
 
     async def _run_one(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
@@ -408,14 +412,14 @@ def slim(result: EvalResult) -> EvalResult:
     score, error, usage = result.score, result.error, result.usage
     if error is None and score.passed and not score.metrics and score.reason:
         score = _passed_score(score.value)
-    # One constructor call, not `dataclasses.replace` (which reads every field through
-    # `dataclasses.fields` first): this runs per result. The dropped fields are left to
-    # their defaults; tests check that every other field is carried over.
-    return EvalResult(
+    # Built through its slots (see `build_result`), not `dataclasses.replace` (which reads
+    # every field through `dataclasses.fields` first): this runs per result. The dropped
+    # fields are left to their defaults; tests check that every other field is carried over.
+    return build_result(
         sample_id=result.sample_id, experiment_name=result.experiment_name, score=score,
         latency_ms=result.latency_ms, error=error, bundle_path=result.bundle_path,
         error_kind=result.error_kind, epoch=result.epoch, run_id=result.run_id,
-        usage=_NO_USAGE if usage is _NO_USAGE or usage == _NO_USAGE else usage,
+        usage=NO_USAGE if usage is NO_USAGE or usage == NO_USAGE else usage,
         metadata=result.metadata or _EMPTY, delivery_count=result.delivery_count,
         environment=result.environment,
     )  # fmt: skip

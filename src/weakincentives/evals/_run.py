@@ -5,13 +5,26 @@ is appended, so `kill -9` of the process loses nothing already appended: the pag
 belongs to the kernel and survives the process. Only a machine crash (power loss, kernel
 panic) can lose what the kernel has not written to disk yet; `fsync` guards against that.
 Measured on an ext4 virtual disk, an fsync costs 0.2-30 ms against about 1 µs for the
-write (a whole append is about 6 µs, half of it serialization), so fsync per result would
-dominate. The policy: fsync at most once every `sync_interval` seconds (default 50 ms,
-checked on each append and done by one thread while the others keep appending), and
-always on `sync()` and `finish()`. A machine crash therefore loses only results appended
-since the last fsync, and resume re-runs them. The manifest written when the run is
-created becomes durable with the first of those syncs (before it there is nothing to
-lose), which keeps two fsyncs off the start of every run.
+write (a whole append is a few µs, half of it serialization), so fsync per result would
+dominate, and an fsync on the thread that appends stalls it: on the event loop, every
+sample in flight. The policy (`sync_interval`, default 50 ms):
+
+- `sync_interval > 0`: appenders never fsync. A background thread per writable handle
+  (started by the first append, stopped by `finish`) fsyncs at most once every
+  `sync_interval` seconds of the handle's clock while there is something new to sync;
+- `sync_interval == 0`: each append fsyncs before it returns;
+- `sync_interval is None`: only `sync()` and `finish()` fsync.
+
+`sync()` and `finish()` always fsync (and block until done). A machine crash therefore
+loses only results appended since the last fsync, and resume re-runs them. The manifest
+written when the run is created becomes durable with the first of those syncs (before it
+there is nothing to lose), which keeps two fsyncs off the start of every run.
+
+**Failed fsyncs.** A background fsync that fails is logged (the first failure, with its
+error) and kept; appends go on (the data is still in the page cache), the next round
+tries again, and the next `sync()` or `finish()` raises it as a `RunStoreError` once
+`finish` has done its own work: after a failed fsync the kernel may have dropped what it
+could not write, so the run's results on disk may be incomplete.
 """
 
 from __future__ import annotations
@@ -43,9 +56,9 @@ from ._runfile import (
     latest_results,
     lock_is_held,
     repair_tail,
-    sync_file_and_dir,
     write_atomic,
 )
+from ._syncer import Syncer
 from ._types import EvalResult
 
 __all__ = [
@@ -136,14 +149,26 @@ class Tally:
         self.states: dict[ResultKey, int] = {}
         self.by_code = [0, 0, 0, 0]
 
-    def add(self, result: EvalResult) -> None:
+    def add(self, result: EvalResult) -> int | None:
+        """Count `result` in; return what its key held before (for `undo`)."""
         code = _code(result)
-        key = result.key
+        key = (result.sample_id, result.experiment_name, result.epoch)  # `result.key`
         old = self.states.get(key)
         if old is not None:
             self.by_code[old] -= 1
         self.states[key] = code
         self.by_code[code] += 1
+        return old
+
+    def undo(self, result: EvalResult, old: int | None) -> None:
+        """Take back `add(result)`, which returned `old` (undo several adds in reverse)."""
+        key = result.key
+        self.by_code[self.states[key]] -= 1
+        if old is None:
+            del self.states[key]
+        else:
+            self.states[key] = old
+            self.by_code[old] += 1
 
     def keys(self, *, include_errors: bool) -> set[ResultKey]:
         allowed = {_PASSED, _FAILED, _ERROR} if include_errors else {_PASSED, _FAILED}
@@ -166,9 +191,11 @@ class Tally:
 class RunHandle:
     """One run directory. Writable from `RunStore.create`/`resume`, read-only from `open`.
 
-    Appends are thread-safe: one lock, one append-mode file descriptor. Use it as a
-    context manager to finish the run: `complete` on a normal exit, `interrupted` when an
-    exception (KeyboardInterrupt included) leaves the block.
+    Appends are thread-safe: one lock, one append-mode file descriptor; with a positive
+    `sync_interval`, a background (daemon) thread fsyncs from the first append until
+    `finish` (see the module's docs). Use it as a context manager to finish the run:
+    `complete` on a normal exit, `interrupted` when an exception (KeyboardInterrupt
+    included) leaves the block.
     """
 
     def __init__(
@@ -189,17 +216,21 @@ class RunHandle:
         self._writer_lock = lock
         self._tally = tally or Tally()
         self._dumps = _result_dumps()
-        self._lock = threading.Lock()  # guards the fd, the tally, `_dirty` and `_writers`
+        self._lock = threading.Lock()  # guards the fd, the tally and `_start_syncer`
         # Appenders write outside the lock (see `_write`); `finish` waits for them here.
         self._no_writers = threading.Condition(self._lock)
-        self._writers = 0  # appends between taking the fd and returning
-        self._draining = 0  # threads waiting for `_writers` to reach 0 (finish, repair)
+        # One entry per append between taking the fd and its write returning. Appended
+        # under the lock, popped without it: `list.pop` is atomic, so an append takes the
+        # lock once (see `_record` and `_wait_for_writers`).
+        self._writing: list[None] = []
+        self._draining = 0  # threads waiting for `_writing` to empty (finish, repair)
         self._repairing = False  # a write failed: its cut line is being dropped
-        self._sync_lock = threading.Lock()  # one fsync at a time; appenders never wait on it
-        self._dirty = False
-        # run.json was written without fsync (creation): the first sync makes it durable.
-        self._manifest_unsynced = manifest_unsynced
-        self._last_sync = clock.monotonic()
+        self._syncer = Syncer(
+            lambda: self._fd, name=manifest.run_id, clock=clock,
+            interval=sync_interval or 0.0,
+            pending=path / MANIFEST_FILE if manifest_unsynced else None,
+        )  # fmt: skip
+        self._start_syncer = bool(sync_interval)  # by the first append
         self._fd = -1
         if lock is not None:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -307,33 +338,52 @@ class RunHandle:
     def _record(self, data: bytes, results: Sequence[EvalResult]) -> None:
         """Write `data` (the lines of `results`) and count `results` in."""
         with self._lock:
-            fd = self._open_fd()
-            self._writers += 1
+            if self._repairing:  # wait it out (see `_repair`); the run may end meanwhile
+                self._no_writers.wait_for(lambda: not self._repairing)
+            fd = self._fd
+            if fd < 0:
+                msg = f"run {self.run_id} is not open for writing here; use RunStore.resume"
+                raise RunStoreError(f"{msg} to append")
+            start_syncer, self._start_syncer = self._start_syncer, False
+            # Counted before the write lands (a failed write takes them back), so that
+            # this is the append's only trip through the lock.
+            previous = list(map(self._tally.add, results))
+            self._writing.append(None)
+        if start_syncer:
+            self._syncer.start()
         failure: RunStoreError | None = None
-        due = False
         try:
             failure = self._write(fd, data)
         finally:
-            with self._lock:
-                self._writers -= 1
-                if not self._writers and self._draining:
+            self._writing.pop()
+            # `_wait_for_writers` raises `_draining` before it looks at `_writing`: a
+            # waiter that saw this write in flight is woken here.
+            if self._draining:
+                with self._lock:
                     self._no_writers.notify_all()
-                if failure is None:
-                    for result in results:
-                        self._tally.add(result)
-                    self._dirty = True
-                    due = self._sync_interval is not None and (
-                        self._clock.monotonic() - self._last_sync >= self._sync_interval
-                    )
         if failure is not None:
-            self._repair()
+            self._repair(results, previous)
             raise failure
-        if due:
-            self._sync(blocking=False)
+        dirty = self._syncer.dirty
+        if not dirty.is_set():  # after the write: the sync that clears it covers it
+            dirty.set()  # wakes the syncer
+        if self._sync_interval == 0:
+            self.sync()
 
     def sync(self) -> None:
-        """Force what was appended so far to disk (fsync): it then survives a machine crash."""
-        self._sync(blocking=True)
+        """Force what was appended so far to disk (fsync): it then survives a machine crash.
+
+        Raises:
+            RunStoreError: this fsync failed, or an earlier background one did (see the
+                module's docs); either way, results on disk may be incomplete.
+        """
+        try:
+            self._syncer.sync()
+        except OSError as exc:
+            raise RunStoreError(
+                f"cannot fsync {self.results_path}: {exc}; check the disk, then resume the run"
+            ) from exc
+        self._raise_sync_failure()
 
     def finish(
         self,
@@ -344,6 +394,8 @@ class RunHandle:
     ) -> None:
         """fsync, close the file, record `status` and counts in `run.json`, release the run.
 
+        Stops the background syncer first; appends still in flight land and are synced.
+
         Args:
             status: The run's final status.
             fingerprint: Replaces the stored fingerprint (a streamed dataset's hash is
@@ -351,13 +403,16 @@ class RunHandle:
             expected_results: Replaces the expected number of results.
 
         Raises:
-            RunStoreError: when the handle is read-only or already finished.
+            RunStoreError: when the handle is read-only or already finished, when the
+                file or the manifest cannot be written, or when a background fsync
+                failed earlier (raised after the run was finished and released).
         """
-        with self._sync_lock, self._lock:
+        self._syncer.stop()
+        with self._syncer.lock, self._lock:
             if self._fd < 0:
                 raise RunStoreError(f"run {self.run_id} is not open for writing here")
-            self._wait_for_writers()  # appends in flight land
-            fd, self._fd = self._fd, -1
+            fd, self._fd = self._fd, -1  # later appends fail; those that took `fd` land
+            self._wait_for_writers()
             expected = self._manifest.counts.expected
             counts = self._tally.counts(expected if expected_results is None else expected_results)
         try:
@@ -375,6 +430,7 @@ class RunHandle:
         finally:
             if self._writer_lock is not None:
                 self._writer_lock.release()
+        self._raise_sync_failure()
 
     def close(self) -> None:
         """Finish as `interrupted` if still writable; otherwise do nothing."""
@@ -403,22 +459,11 @@ class RunHandle:
             )
         return result
 
-    def _open_fd(self) -> int:
-        # Called with self._lock held. Waits out a repair first (see `_repair`); the run
-        # may have been finished meanwhile, hence the check after it.
-        if self._repairing:
-            self._no_writers.wait_for(lambda: not self._repairing)
-        if self._fd < 0:
-            raise RunStoreError(
-                f"run {self.run_id} is not open for writing here; use RunStore.resume to append"
-            )
-        return self._fd
-
     def _wait_for_writers(self) -> None:
         # Called with self._lock held: until every append in flight has landed.
         self._draining += 1
         try:
-            self._no_writers.wait_for(lambda: not self._writers)
+            self._no_writers.wait_for(lambda: not self._writing)
         finally:
             self._draining -= 1
 
@@ -445,14 +490,16 @@ class RunHandle:
             )
         return None
 
-    def _repair(self) -> None:
-        """After a failed write: let the other appends land, then drop a cut last line.
+    def _repair(self, results: Sequence[EvalResult], previous: list[int | None]) -> None:
+        """After a failed write: uncount it, let other appends land, drop a cut last line.
 
         New appends wait meanwhile, so the line cut by the failure is the last one (a
         write racing past a full disk could only put a whole line after it; strict
         readers then name that corrupt line).
         """
         with self._lock:
+            for result, old in zip(reversed(results), reversed(previous), strict=True):
+                self._tally.undo(result, old)
             self._repairing = True
             try:
                 self._wait_for_writers()
@@ -464,25 +511,14 @@ class RunHandle:
                 self._repairing = False
                 self._no_writers.notify_all()
 
-    def _sync(self, *, blocking: bool) -> None:
-        if not self._sync_lock.acquire(blocking=blocking):
-            return  # another thread is syncing; it covers our write or the next one will
-        try:
-            with self._lock:
-                if self._fd < 0 or not self._dirty:
-                    return
-                fd, self._dirty = self._fd, False
-                self._last_sync = self._clock.monotonic()
-            # Outside the write lock: appenders keep going. `finish` takes _sync_lock
-            # before closing, so `fd` stays open until we are done.
-            os.fsync(fd)
-            if self._manifest_unsynced:
-                # The manifest written at creation, and the directory entries of it and
-                # of results.jsonl, become durable with the first results.
-                sync_file_and_dir(self._path / MANIFEST_FILE)
-                self._manifest_unsynced = False
-        finally:
-            self._sync_lock.release()
+    def _raise_sync_failure(self) -> None:
+        failure = self._syncer.take_failure()
+        if failure is not None:
+            raise RunStoreError(
+                f"a background fsync of {self.results_path} failed ({failure}): results "
+                "written before it may not be on disk; check the disk, then resume the run "
+                "(or re-run it)"
+            ) from failure
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

@@ -23,7 +23,8 @@ stored fingerprint differs from the current one; it then drops a truncated last 
 reopens the file for appending. `RunHandle.completed_keys()` tells the runner what to skip
 (`completed_keys(include_errors=False)` for `--retry-errors`).
 
-See `_run.py` for the durability policy (write per result, fsync at most every 50 ms).
+See `_run.py` for the durability policy (write per result, fsync at most every 50 ms,
+off the appending thread).
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class RunStore:
     Args:
         root: Directory holding one subdirectory per run (created on first use).
         clock: Clock for run ids, timestamps and the fsync interval.
-        sync_interval: Seconds between fsyncs while appending (0 = after every append,
-            None = only on `sync()` and `finish()`); see `_run.py` for the trade-off.
+        sync_interval: Seconds between fsyncs while appending, done by a background
+            thread per writable run (0 = by each append before it returns, None = only on
+            `sync()` and `finish()`); see `_run.py` for the trade-off.
     """
 
     def __init__(

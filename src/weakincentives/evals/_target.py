@@ -34,7 +34,7 @@ import copy
 import functools
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -237,6 +237,10 @@ class _AsyncFunctionTarget:
         self._identity = identity
         self._wants_session = wants_session
         self._wants_env = wants_env
+        # `anyio.lowlevel.checkpoint` looks the event loop's backend up on every call;
+        # the backend's own checkpoint, looked up at the first sample, saves that per
+        # sample (a target serves one `evaluate` call, so one event loop).
+        self._checkpoint: Callable[[], Awaitable[None]] | None = None
         scorer = options.scorer
         # Session-aware and trajectory scorers read the session (and through it the
         # sample's environment), which may block: they keep their thread.
@@ -254,15 +258,25 @@ class _AsyncFunctionTarget:
     def blocking(self) -> None:
         return None  # the function is awaited on the event loop
 
-    async def run(
+    def run(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> Coroutine[Any, Any, SampleOutcome]:
+        # Not itself a coroutine: it hands over the one that runs the sample (one
+        # coroutine less per sample, which instant samples on the event loop notice).
+        if env is None and self._score_inline and not self._wants_session:
+            return self._run_plain(request)
+        return self._run_in_session(request, env, limiter)
+
+    async def _run_in_session(
         self,
         request: EvalRequest[Any, Any],
         env: Environment | None,
         limiter: anyio.CapacityLimiter,
     ) -> SampleOutcome:
         opts = self._options
-        if env is None and self._score_inline and not self._wants_session:
-            return await self._run_plain(request)
         session = Session(clock=opts.clock)
         session.dispatch(request.experiment)
         kwargs: dict[str, Any] = {}
@@ -301,25 +315,29 @@ class _AsyncFunctionTarget:
         # Nothing reads a session (the function takes none, the scorer is plain and
         # inline, no environment): skip making one, as `execute_function` does.
         opts = self._options
-        deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
-        start = opts.clock.monotonic()
+        clock = opts.clock
+        deadline = Deadline.after(opts.timeout, clock=clock) if opts.timeout else None
+        start = clock.monotonic()
         try:
             output = await self._fn(request.sample.input)
             if deadline is not None:
                 deadline.check(f"function {self._identity}")
         except Exception as exc:
-            latency = (opts.clock.monotonic() - start) * 1000.0
+            latency = (clock.monotonic() - start) * 1000.0
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript,
             )  # fmt: skip
         else:
-            latency = (opts.clock.monotonic() - start) * 1000.0
+            latency = (clock.monotonic() - start) * 1000.0
             outcome = score_output(
                 output, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript,
             )  # fmt: skip
-        await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
+        checkpoint = self._checkpoint
+        if checkpoint is None:
+            checkpoint = self._checkpoint = anyio.lowlevel.current_token().backend_class.checkpoint
+        await checkpoint()  # see `run`: a cancel must reach this task
         return outcome
 
 

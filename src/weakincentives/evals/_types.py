@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -25,6 +24,7 @@ __all__ = [
     "Sample",
     "Score",
     "ToolCallRecord",
+    "build_result",
 ]
 
 InputT = TypeVar("InputT")
@@ -169,16 +169,48 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class _RequestId(uuid.UUID):
+    """A `uuid.UUID` that keeps its text: the runner takes `str(request_id)` per result.
+
+    Equal to, hashed like, printed and pickled as the plain `UUID` of the same value.
+    """
+
+    __slots__ = ("_text",)
+    _text: str
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"UUID({self._text!r})"
+
+    def __reduce__(self) -> tuple[type[uuid.UUID], tuple[str]]:
+        return (uuid.UUID, (self._text,))
+
+
+# What `UUID.__init__` sets, set through the slots themselves (`UUID.__setattr__` refuses):
+# a request id is made per sample, and its value needs no checking.
+_set_int = uuid.UUID.__dict__["int"].__set__
+_set_is_safe = uuid.UUID.__dict__["is_safe"].__set__
+_set_text = _RequestId.__dict__["_text"].__set__
+
+_IDS_PER_BATCH = 256
+# Version 4, RFC 4122 variant, as `uuid.uuid4()`: in each id's 16 big-endian bytes, the
+# high nibble of byte 6 is 4 and the top two bits of byte 8 are 10.
+_KEEP = int.from_bytes(bytes.fromhex("ffffffffffff0fff3fffffffffffffff") * _IDS_PER_BATCH)
+_SET = int.from_bytes(bytes.fromhex("00000000000040008000000000000000") * _IDS_PER_BATCH)
+
+
 class _RandomIds:
-    """Random (version 4) UUIDs like `uuid.uuid4()`, from OS randomness read in batches.
+    """Random (version 4) UUIDs like `uuid.uuid4()`, made from OS randomness in batches.
 
     `uuid.uuid4()` reads 16 bytes with `os.urandom` per id: a syscall that releases the
     GIL, so with many worker threads each request id could hand the GIL to another
-    thread. One `os.urandom` call here serves 256 ids. The batch is dropped in a forked
-    child, so parent and child never hand out the same ids.
+    thread; and then `str()` formats it again for each result. One `os.urandom` call here
+    makes 256 ids, their version and variant bits set for all at once on one big integer,
+    each with its text. The batch is dropped in a forked child, so parent and child never
+    hand out the same ids.
     """
-
-    _BATCH = 16 * 256
 
     def __init__(self) -> None:
         self._reset()
@@ -186,18 +218,34 @@ class _RandomIds:
             os.register_at_fork(after_in_child=self._reset)
 
     def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._next = 0
+        self._ids: list[_RequestId] = []
 
     def __call__(self) -> uuid.UUID:
-        with self._lock:
-            pool, start = self._pool, self._next
-            if start >= len(pool):
-                pool = self._pool = os.urandom(self._BATCH)
-                start = 0
-            self._next = start + 16
-        return uuid.UUID(bytes=pool[start : start + 16], version=4)  # as uuid.uuid4() does
+        # No lock: `list.pop` is atomic, so each id goes to one caller. Threads that find
+        # the batch empty at once each make one; the last one installed serves the next
+        # callers, the rest of the others are dropped. (A lock held across `os.urandom`,
+        # which releases the GIL, would line the worker threads up behind it.)
+        try:
+            return self._ids.pop()
+        except IndexError:
+            ids = self._batch()
+            made = ids.pop()
+            self._ids = ids
+            return made
+
+    @staticmethod
+    def _batch() -> list[_RequestId]:
+        bits = int.from_bytes(os.urandom(16 * _IDS_PER_BATCH)) & _KEEP | _SET
+        digits = f"{bits:0{32 * _IDS_PER_BATCH}x}"
+        new, unknown, ids = object.__new__, uuid.SafeUUID.unknown, []
+        for start in range(0, len(digits), 32):
+            h = digits[start : start + 32]
+            made = new(_RequestId)
+            _set_int(made, int(h, 16))
+            _set_is_safe(made, unknown)
+            _set_text(made, f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+            ids.append(made)
+        return ids
 
 
 _new_request_id = _RandomIds()
@@ -297,3 +345,62 @@ class EvalResult:
     def key(self) -> tuple[str, str, int]:
         """`(sample_id, experiment_name, epoch)`: what a run records once."""
         return (self.sample_id, self.experiment_name, self.epoch)
+
+
+# The slot setters of `EvalResult`, in field order, for `build_result`.
+_RESULT_SLOTS = tuple(EvalResult.__dict__[f.name].__set__ for f in fields(EvalResult))
+
+
+def build_result(
+    *,
+    sample_id: str,
+    experiment_name: str,
+    score: Score,
+    latency_ms: float,
+    error: str | None = None,
+    bundle_path: Path | None = None,
+    error_kind: ErrorKind | None = None,
+    epoch: int = 0,
+    request_id: str | None = None,
+    run_id: str | None = None,
+    usage: TokenUsage,
+    metadata: Mapping[str, Any],
+    output: Any = None,
+    messages: tuple[ChatMessage, ...] = (),
+    tool_calls: tuple[ToolCallRecord, ...] = (),
+    delivery_count: int = 1,
+    environment: Mapping[str, Any] | None = None,
+) -> EvalResult:
+    """`EvalResult(...)` for the per-sample path: the same value in half the time.
+
+    A frozen dataclass's `__init__` sets each field through `object.__setattr__`; this
+    sets the slots directly, which matters for a value made twice per sample (the
+    recorded result and its slim copy). The parameters are `EvalResult`'s fields, in
+    order, with its defaults, except that `usage` and `metadata` (default factories
+    there) must be given; a test keeps the two in step.
+    """
+    (
+        set_sample_id, set_experiment_name, set_score, set_latency_ms, set_error,
+        set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
+        set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
+        set_environment,
+    ) = _RESULT_SLOTS  # fmt: skip
+    result = object.__new__(EvalResult)
+    set_sample_id(result, sample_id)
+    set_experiment_name(result, experiment_name)
+    set_score(result, score)
+    set_latency_ms(result, latency_ms)
+    set_error(result, error)
+    set_bundle_path(result, bundle_path)
+    set_error_kind(result, error_kind)
+    set_epoch(result, epoch)
+    set_request_id(result, request_id)
+    set_run_id(result, run_id)
+    set_usage(result, usage)
+    set_metadata(result, metadata)
+    set_output(result, output)
+    set_messages(result, messages)
+    set_tool_calls(result, tool_calls)
+    set_delivery_count(result, delivery_count)
+    set_environment(result, environment)
+    return result

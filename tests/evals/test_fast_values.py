@@ -1,0 +1,95 @@
+"""Values the runner makes per sample by faster routes are the values the slow routes make."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import pickle
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from weakincentives import serde
+from weakincentives.evals._types import EvalRequest, EvalResult, Metric, Sample, Score, build_result
+from weakincentives.experiment import BASELINE
+from weakincentives.runtime.session import ChatMessage, TokenUsage
+
+# -- build_result ---------------------------------------------------------------------
+
+
+def test_build_result_takes_exactly_the_fields_of_eval_result_with_their_defaults() -> None:
+    params = inspect.signature(build_result).parameters
+    fields = dataclasses.fields(EvalResult)
+    assert list(params) == [f.name for f in fields]
+    for f in fields:
+        param = params[f.name]
+        assert param.kind is inspect.Parameter.KEYWORD_ONLY
+        if f.default is dataclasses.MISSING:  # required, or a default factory
+            assert param.default is inspect.Parameter.empty, f.name
+        else:
+            assert param.default == f.default, f.name
+
+
+def test_build_result_makes_what_the_constructor_makes() -> None:
+    values: dict[str, Any] = {
+        "sample_id": "s1", "experiment_name": "exp", "latency_ms": 1.5, "error": "E: x",
+        "score": Score(value=0.5, passed=False, reason="r", metrics=(Metric("m", 1.0),)),
+        "bundle_path": Path("b.zip"), "error_kind": "agent", "epoch": 2, "request_id": "id",
+        "run_id": "run", "usage": TokenUsage(1, 2, 3), "metadata": {"k": "v"},
+        "output": {"a": [1]}, "messages": (ChatMessage(role="assistant", content="hi"),),
+        "tool_calls": (), "delivery_count": 3, "environment": {"state": 1},
+    }  # fmt: skip
+    assert set(values) == {f.name for f in dataclasses.fields(EvalResult)}, "every field"
+    built, made = build_result(**values), EvalResult(**values)
+    assert type(built) is EvalResult
+    assert built == made
+    assert hash(built.key) == hash(made.key)
+    assert serde.dumps(built) == serde.dumps(made)
+    assert dataclasses.replace(built, epoch=5) == dataclasses.replace(made, epoch=5)
+    minimal: dict[str, Any] = {"sample_id": "s", "experiment_name": "e", "score": Score(1.0, True)}
+    assert build_result(**minimal, latency_ms=0.0, usage=TokenUsage(), metadata={}) == (
+        EvalResult(**minimal, latency_ms=0.0)
+    )
+
+
+# -- request ids ----------------------------------------------------------------------
+
+
+def new_id() -> uuid.UUID:
+    return EvalRequest(Sample(id="s", input=1, expected=1), BASELINE).request_id
+
+
+def test_a_request_id_is_a_uuid_in_every_way() -> None:
+    made = new_id()
+    plain = uuid.UUID(str(made))
+    assert isinstance(made, uuid.UUID)
+    assert made == plain and plain == made and hash(made) == hash(plain)
+    assert (made.int, made.hex, made.bytes, made.version) == (
+        plain.int, plain.hex, plain.bytes, 4,
+    )  # fmt: skip
+    assert made.variant == uuid.RFC_4122
+    assert repr(made) == repr(plain) and str(made) == str(plain) and f"{made}" == str(plain)
+    for clone in (copy.copy(made), copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert type(clone) is uuid.UUID and clone == made
+    assert serde.dumps(made) == serde.dumps(plain)
+    assert serde.load(uuid.UUID, str(made)) == made
+
+
+def test_request_ids_stay_unique_across_batches_and_threads() -> None:
+    ids: list[list[uuid.UUID]] = [[] for _ in range(8)]
+    start = threading.Barrier(len(ids))
+
+    def take(into: list[uuid.UUID]) -> None:
+        start.wait()
+        into.extend(new_id() for _ in range(300))  # several batches of 256 between them
+
+    threads = [threading.Thread(target=take, args=(into,)) for into in ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [str(i) for into in ids for i in into]
+    assert len(set(everything)) == len(everything) == 8 * 300
+    assert all(uuid.UUID(text).version == 4 for text in everything)
