@@ -40,6 +40,7 @@ from weakincentives.evals import (
     collect_results,
     exact_match,
     inline_evaluator,
+    run_eval,
     submit_dataset,
 )
 from weakincentives.evals._execute import SampleOutcome
@@ -575,3 +576,21 @@ def test_a_stopped_loop_restarts_and_the_report_counts_each_sample_once() -> Non
     redelivered = sorted(r.delivery_count for r in report.results)
     assert redelivered == [1, 1, 1, 2, 2]
     assert second.stats.succeeded == 5 and requests.approximate_count() == 0
+
+
+# -- the local runner --------------------------------------------------------------------
+
+
+def test_the_runner_awaits_an_async_function_loop_on_its_event_loop() -> None:
+    threads: set[str] = set()
+
+    async def shout(text: str) -> str:
+        threads.add(threading.current_thread().name)
+        await asyncio.sleep(0)
+        return text.upper()
+
+    samples = [Sample(id=f"s{i}", input=f"q{i}", expected=f"Q{i}") for i in range(20)]
+    report = run_eval(samples, FunctionLoop(shout), exact_match, max_concurrent=5)
+
+    assert report.pass_rate == 1.0 and len(report.results) == 20
+    assert threads == {threading.current_thread().name}  # no worker thread, no asyncio.run

@@ -46,7 +46,7 @@ import anyio.to_thread
 from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCache
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
-from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
+from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
@@ -132,6 +132,12 @@ def make_target(
         ConfigurationError: `target` is neither; it needs an environment the run does not
             provide; or `cache` is given for a target whose adapter cannot take one.
     """
+    if type(target) is FunctionLoop and target.is_async and cache is None:
+        # An async function wrapped for EvalLoop: awaited on the event loop, like the
+        # bare function (a thread per sample running its own event loop would not be).
+        return _AsyncFunctionTarget(
+            target.fn, options, qualified_name(target), target.takes_session, False
+        )
     if isinstance(target, AgentLoop):
         loop = _with_cache(target, cache) if cache is not None else target
         return _LoopTarget(loop, options, qualified_name(target))
@@ -154,7 +160,7 @@ def make_target(
             "pass environment_factory=... (one environment per sample)"
         )
     wants_env = wants_env and with_environment
-    if _is_async(target):
+    if is_async_callable(target):
         return _AsyncFunctionTarget(target, options, name, "session" in params, wants_env)
     fn = _env_bound(target, "session" in params) if wants_env else target
     return _FunctionTarget(FunctionLoop(fn, name=name, clock=options.clock), options, name)
@@ -391,13 +397,6 @@ def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
         return dict(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return {}
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def prepare_scorer(
