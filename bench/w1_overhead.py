@@ -220,28 +220,23 @@ def evalloop_agent_driver(job: Job) -> int:
 
 
 def run_evalloop(job: Job, loop: AgentLoop[Any, Any], samples: Iterator[Sample[Any, Any]]) -> int:
-    """Serve, submit, and append each result to a run as it arrives; then stop.
+    """Submit, run the loop until drained, and append each result to a run as it arrives.
 
-    As in production, the worker is already serving when the client submits, so the
-    first samples start while the rest are still being sent; a collector thread appends
-    results as they arrive (as a results consumer would). Closing the requests mailbox
-    at the end ends the worker's long poll at once.
+    A collector thread appends results while the loop runs (as a results consumer
+    would), so a latency-bound run is not charged for collecting afterwards.
     """
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     requests: InMemoryMailbox[Any, EvalResult] = InMemoryMailbox(name="bench-requests")
     results: InMemoryMailbox[EvalResult, Any] = InMemoryMailbox(name="bench-results")
+    sent = submit_dataset(samples, BASELINE, requests, reply_to=results, run_id=run_id)
     worker = EvalLoop(
         loop=loop, evaluator=exact_match, requests=requests, max_concurrent=job.concurrency
     )
-    with RunStore(job.root).create(FINGERPRINT, run_id=run_id, expected_results=job.n) as run:
-        collector = threading.Thread(target=_collect, args=(results, run, job.n))
+    with RunStore(job.root).create(FINGERPRINT, run_id=run_id, expected_results=sent) as run:
+        collector = threading.Thread(target=_collect, args=(results, run, sent))
         collector.start()
-        serving = threading.Thread(target=worker.run, kwargs={"wait_time_seconds": 1.0})
-        serving.start()
-        sent = submit_dataset(samples, BASELINE, requests, reply_to=results, run_id=run_id)
+        worker.run(until_drained=True, wait_time_seconds=0)
         collector.join()
-        requests.close()
-        serving.join()
     return sent
 
 
