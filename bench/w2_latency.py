@@ -14,7 +14,7 @@ Two kinds of agent wait here, and the targets at C = 200 are on the async one:
 - a synchronous agent calling `time.sleep`, which needs a thread per sample in flight:
   `runner_function`, `evalloop_function`, and `baseline_threads`, a bare
   `ThreadPoolExecutor` with no framework at all. At C = 200 all three sit together near
-  0.92 on a two-core machine: 200 threads waking up share one GIL, and the handovers cost
+  0.93 on a two-core machine: 200 threads waking up share one GIL, and the handovers cost
   more than the work. `baseline_threads` is the ceiling for threads, and the framework's
   sync paths are measured against it.
 """

@@ -17,6 +17,8 @@ import pytest
 
 from tests.runtime.workers import run_in_thread, wait_for
 from weakincentives.clock import FakeClock
+from weakincentives.errors import MailboxConnectionError
+from weakincentives.runtime._loop_thread import LoopThread
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import WorkerHeartbeat
 from weakincentives.runtime.mailbox import FakeMailbox, InMemoryMailbox, Message
@@ -409,3 +411,52 @@ def test_a_stray_cancelled_error_from_a_handler_is_a_failure_not_a_lost_slot() -
     finally:
         worker.shutdown(timeout=0.1)
         thread.join(5)
+
+
+# -- a run's start ---------------------------------------------------------------------
+
+
+def spy_on_spawn(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record how many tasks each hand-over to the event loop carries."""
+    sizes: list[int] = []
+    spawn = LoopThread.spawn
+
+    def recording(self: LoopThread, factories: Any) -> None:
+        sizes.append(len(factories))
+        spawn(self, factories)
+
+    monkeypatch.setattr(LoopThread, "spawn", recording)
+    return sizes
+
+
+def test_a_start_fills_every_free_slot_in_one_hand_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = spy_on_spawn(monkeypatch)
+    mailbox = mailbox_with(*range(25))  # more than one receive (MAX_MESSAGES) can take
+    worker = AsyncFnWorker(mailbox, succeed, max_concurrent=25)
+
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    assert sizes == [25]
+    assert worker.stats == WorkerStats(received=25, succeeded=25)
+
+
+def test_a_receive_failing_while_filling_slots_hands_over_what_it_got(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sizes = spy_on_spawn(monkeypatch)
+    mailbox = mailbox_with(*range(25))
+    receive, calls = mailbox.receive, [0]
+
+    def flaky_receive(**kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:  # the first non-blocking top-up
+            raise MailboxConnectionError("redis went away")
+        return receive(**kwargs)
+
+    monkeypatch.setattr(mailbox, "receive", flaky_receive)
+    worker = AsyncFnWorker(mailbox, succeed, max_concurrent=25)
+
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    assert sizes[0] == 10 and sum(sizes) <= 25
+    assert worker.stats.succeeded == 25 and mailbox.approximate_count() == 0

@@ -31,9 +31,22 @@ if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
     from weakincentives.runtime.session import Session
 
-__all__ = ["AsyncFunctionExecutor"]
+__all__ = ["AsyncFunctionExecutor", "scores_on_loop"]
 
 T = TypeVar("T")
+
+
+def scores_on_loop(scorer: Callable[..., Score]) -> bool:
+    """Whether `scorer` may score on the event loop: marked inline, and reading no session.
+
+    Session-aware and trajectory scorers read the session (and through it a sample's
+    environment), which may block; they, and anything not marked inline, get a thread.
+    """
+    return (
+        is_inline_evaluator(scorer)
+        and not is_trajectory_scorer(scorer)
+        and not is_session_aware(scorer)
+    )
 
 
 class AsyncFunctionExecutor:
@@ -52,7 +65,7 @@ class AsyncFunctionExecutor:
         reads_session = is_trajectory_scorer(evaluator) or is_session_aware(evaluator)
         # Without a session reader no session is made, as in `execute_function`.
         self._plain = type(loop) is FunctionLoop and not loop.takes_session and not reads_session
-        self._inline = is_inline_evaluator(evaluator) and not is_session_aware(evaluator)
+        self._inline = scores_on_loop(evaluator)
 
     async def __call__(
         self,

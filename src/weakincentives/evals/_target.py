@@ -34,7 +34,7 @@ import copy
 import functools
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -50,6 +50,7 @@ from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
+from ._async_execute import scores_on_loop
 from ._environment import Environment
 from ._evaluator_core import (
     INLINE_ATTR,
@@ -243,18 +244,7 @@ class _AsyncFunctionTarget:
         self._identity = identity
         self._wants_session = wants_session
         self._wants_env = wants_env
-        # `anyio.lowlevel.checkpoint` looks the event loop's backend up on every call;
-        # the backend's own checkpoint, looked up at the first sample, saves that per
-        # sample (a target serves one `evaluate` call, so one event loop).
-        self._checkpoint: Callable[[], Awaitable[None]] | None = None
-        scorer = options.scorer
-        # Session-aware and trajectory scorers read the session (and through it the
-        # sample's environment), which may block: they keep their thread.
-        self._score_inline = (
-            is_inline_evaluator(scorer)
-            and not is_trajectory_scorer(scorer)
-            and not is_session_aware(scorer)
-        )
+        self._score_inline = scores_on_loop(options.scorer)
 
     @property
     def identity(self) -> str:
@@ -340,10 +330,7 @@ class _AsyncFunctionTarget:
                 output, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript,
             )  # fmt: skip
-        checkpoint = self._checkpoint
-        if checkpoint is None:
-            checkpoint = self._checkpoint = anyio.lowlevel.current_token().backend_class.checkpoint
-        await checkpoint()  # see `run`: a cancel must reach this task
+        await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
         return outcome
 
 
