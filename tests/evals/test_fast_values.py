@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from weakincentives import serde
-from weakincentives.evals._types import EvalRequest, EvalResult, Metric, Sample, Score, build_result
+from weakincentives.evals._types import (
+    EvalRequest,
+    EvalResult,
+    Metric,
+    Sample,
+    Score,
+    build_request,
+    build_result,
+)
 from weakincentives.experiment import BASELINE
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 
@@ -52,6 +60,39 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
     assert build_result(**minimal, latency_ms=0.0, usage=TokenUsage(), metadata={}) == (
         EvalResult(**minimal, latency_ms=0.0)
     )
+
+
+# -- build_request --------------------------------------------------------------------
+
+
+def test_build_request_makes_what_the_constructor_makes() -> None:
+    sample: Sample[str, str] = Sample(id="s1", input="q", expected="a")
+    built = build_request(sample, BASELINE, epoch=2, run_id="run")
+    assert type(built) is EvalRequest
+    assert [f.name for f in dataclasses.fields(EvalRequest)] == list(vars(built)), "every field"
+    made = EvalRequest(
+        sample, BASELINE, request_id=built.request_id, created_at=built.created_at,
+        epoch=2, run_id="run",
+    )  # fmt: skip
+    assert built == made
+    assert serde.dumps(built) == serde.dumps(made)
+    assert dataclasses.replace(built, epoch=0) == dataclasses.replace(made, epoch=0)
+    try:
+        built.epoch = 3  # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:  # pragma: no cover - the assertion below reports it
+        raise AssertionError("a built request must stay frozen")
+
+
+def test_build_request_defaults_and_shared_timestamp() -> None:
+    sample: Sample[str, str] = Sample(id="s1", input="q", expected="a")
+    first, second = build_request(sample, BASELINE), build_request(sample, BASELINE)
+    assert (first.epoch, first.run_id) == (0, None)
+    assert first.request_id != second.request_id
+    assert first.created_at.tzinfo is not None
+    stamp = first.created_at
+    assert build_request(sample, BASELINE, created_at=stamp).created_at is stamp
 
 
 # -- request ids ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.mailbox import MAX_MESSAGES, MAX_WAIT_SECONDS, Mailbox
 
 from ._report import EvalReport
-from ._types import EvalRequest, EvalResult, Sample
+from ._types import EvalResult, Sample, build_request
 
 __all__ = ["collect_results", "submit_dataset", "submit_experiments"]
 
@@ -78,12 +78,15 @@ def submit_experiments(
         raise ConfigurationError(f"epochs must be >= 1, got {epochs}")
     samples = list(dataset)
     count = 0
+    created = SYSTEM_CLOCK.now()  # one submission, one timestamp
+    send = requests.send
     for experiment in experiments:
         for epoch in range(epochs):
             for sample in samples:
-                request = EvalRequest(sample=sample, experiment=experiment, epoch=epoch,
-                                      run_id=run_id)  # fmt: skip
-                requests.send(request, reply_to=reply_to)
+                request = build_request(
+                    sample, experiment, epoch=epoch, run_id=run_id, created_at=created
+                )
+                send(request, reply_to=reply_to)
                 count += 1
     return count
 

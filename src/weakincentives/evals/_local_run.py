@@ -33,7 +33,7 @@ from ._report import EvalReport
 from ._run import RunHandle, RunStatus
 from ._store import RunStore
 from ._target import SampleTarget
-from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score, build_result
+from ._types import ErrorKind, EvalRequest, EvalResult, Sample, Score, build_request, build_result
 
 __all__ = [
     "UNHASHED_STREAM",
@@ -221,7 +221,7 @@ class LocalRun:
 
     def _request(self, item: _Work) -> EvalRequest[Any, Any]:
         sample, experiment, epoch = item
-        return EvalRequest(sample, experiment, epoch=epoch, run_id=self.run_id)
+        return build_request(sample, experiment, epoch=epoch, run_id=self.run_id)
 
     def _blocking_call(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
         """The target's blocking call, when whole samples can run in long-lived threads.

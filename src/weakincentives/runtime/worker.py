@@ -134,7 +134,14 @@ class MailboxWorker(Generic[T, R]):
         self._lease = lease
         self._visibility_timeout = visibility_timeout
         self._wait_time_seconds = wait_time_seconds
-        self._cond = threading.Condition()
+        # `with self._lock` is a C-level enter (the Condition's own is Python code, paid
+        # several times per message). Two conditions on that lock: `_cond` for a free
+        # slot (and the end of `run`), `_idle` for no handler left. A drained run waits
+        # on `_idle` only: with one condition it would wake at every slot released, 200
+        # GIL hand-overs while the last 200 samples finish, each delaying the next.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._running = False
         self._inflight: dict[str, Delivery] = {}
@@ -199,11 +206,11 @@ class MailboxWorker(Generic[T, R]):
     @property
     def stats(self) -> WorkerStats:
         """Counts of what the worker did so far (a snapshot)."""
-        with self._cond:
+        with self._lock:
             return WorkerStats(**self._counts)
 
     def _count(self, counter: Counter, n: int = 1) -> None:
-        with self._cond:
+        with self._lock:
             self._counts[counter] += n
 
     def _beat(self, now: float | None = None) -> None:
@@ -244,7 +251,7 @@ class MailboxWorker(Generic[T, R]):
         visibility = self._visibility_timeout if visibility_timeout is None else visibility_timeout
         check_timeout("wait_time_seconds", wait, maximum=MAX_WAIT_SECONDS)
         check_timeout("visibility_timeout", visibility)
-        with self._cond:
+        with self._lock:
             if self._running:
                 raise ConfigurationError(f"{self._name} is already running")
             self._running = True
@@ -263,9 +270,9 @@ class MailboxWorker(Generic[T, R]):
             self._loop(requests, pool, max_iterations, until_drained, wait, visibility)
         finally:
             self._refill = None  # the loop ended: handlers finish what they hold, no more
-            with self._cond:
+            with self._lock:
                 # Handlers finish (or a shutdown abandons them) before run() returns.
-                self._cond.wait_for(lambda: not self._inflight)
+                self._idle.wait_for(lambda: not self._inflight)
                 self._running = False
                 self._stop.clear()
                 self._cond.notify_all()
@@ -308,7 +315,7 @@ class MailboxWorker(Generic[T, R]):
             if messages:
                 self._dispatch(pool, messages)
             elif until_drained:
-                if self._wait_for_idle():  # waits for a handler to end, not a fixed pause
+                if self._wait_for_idle():  # waits for the handlers to end (or a while)
                     return
             elif wait == 0:
                 self._stop.wait(_IDLE_PAUSE)
@@ -364,18 +371,23 @@ class MailboxWorker(Generic[T, R]):
 
     def _wait_for_slot(self) -> int:
         """Block until a handler slot is free; return the free slots (0: stopping)."""
-        with self._cond:
+        with self._lock:
             self._cond.wait_for(
                 lambda: self._stop.is_set() or len(self._inflight) < self._max_concurrent
             )
             return 0 if self._stop.is_set() else self._max_concurrent - len(self._inflight)
 
     def _wait_for_idle(self) -> bool:
-        """After an empty receive: True if no handler runs; else wait a little for one."""
-        with self._cond:
+        """After an empty receive: True if no handler runs; else wait for that, a while.
+
+        Handlers ending one by one do not wake this wait (see `__init__`): a message
+        that becomes visible meanwhile (a retry) goes to the next handler that ends, or
+        to the receive made here after `_POLL_SLICE` at the latest.
+        """
+        with self._lock:
             if not self._inflight:
                 return True
-            self._cond.wait(_POLL_SLICE)
+            self._idle.wait(_POLL_SLICE)
             return False
 
     def _dispatch(
@@ -390,7 +402,7 @@ class MailboxWorker(Generic[T, R]):
                     self._count("returned")
                 break
             delivery = self._delivery(message)
-            with self._cond:
+            with self._lock:
                 self._inflight[message.receipt_handle] = delivery
             if isinstance(pool, WorkerThreads):
                 pool.submit(functools.partial(self._process, delivery))
@@ -455,7 +467,7 @@ class MailboxWorker(Generic[T, R]):
         """Release `done`'s slot, or hand it to the next message when one is waiting."""
         nxt = self._take_next()
         self._beat()
-        with self._cond:  # one decision under the lock: the slot is released or handed on
+        with self._lock:  # one decision under the lock: the slot is released or handed on
             self._inflight.pop(done.message.receipt_handle, None)
             keep = nxt is not None and not self._stop.is_set()
             if nxt is not None and keep:
@@ -465,6 +477,8 @@ class MailboxWorker(Generic[T, R]):
                 # no handler left). Waking the receiving thread for a slot handed on
                 # would cost a GIL hand-over per message for nothing.
                 self._cond.notify_all()
+                if not self._inflight:
+                    self._idle.notify_all()
         if nxt is not None and not keep:
             self._settling.give_back(nxt.message)  # stopping: back to the queue untouched
             self._count("returned")
@@ -503,13 +517,15 @@ class MailboxWorker(Generic[T, R]):
             True if the worker stopped within `timeout` with every handler finished.
         """
         self._stop.set()
-        with self._cond:
+        with self._lock:
             self._cond.notify_all()
+            self._idle.notify_all()
             if self._cond.wait_for(lambda: not self._running, timeout):
                 return True
             abandoned = list(self._inflight.values())
             self._inflight.clear()
             self._cond.notify_all()
+            self._idle.notify_all()
         for delivery in abandoned:
             with delivery.lock:
                 if delivery.message.settled:

@@ -87,7 +87,13 @@ class InMemoryMailbox(Generic[T, R]):
         self._clock = clock
         self._resolver = reply_resolver
         self._max_size = max_size
-        self._cond = threading.Condition()
+        # Held with `with self._lock` (a C-level enter, unlike the Condition's own);
+        # `_cond` waits and notifies on the same lock. `_waiting` counts long polls in
+        # `_cond.wait`, so a send with no one waiting skips the notify.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
+        self._settler = _Settler(self)
         self._closed = False
         self._seq = itertools.count()
         # Ids and receipt handles are a per-mailbox random prefix plus a counter: unique
@@ -129,10 +135,11 @@ class InMemoryMailbox(Generic[T, R]):
             MailboxClosedError: The mailbox was closed.
             MailboxFullError: The mailbox holds `max_size` messages.
         """
-        check_timeout("delay", delay)
-        if reply_to == "":
+        if delay:  # 0.0 (the usual) is in range; anything else is checked
+            check_timeout("delay", delay)
+        if isinstance(reply_to, str) and not reply_to:
             raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
-        with self._cond:
+        with self._lock:
             self._check_open()
             seq = next(self._seq)
             if self._max_size is not None and len(self._records) >= self._max_size:
@@ -149,7 +156,8 @@ class InMemoryMailbox(Generic[T, R]):
             )
             self._records[record.id] = record
             heapq.heappush(self._ready, (self._clock.monotonic() + delay, record.seq, record.id))
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
             return record.id
 
     def receive(
@@ -169,7 +177,7 @@ class InMemoryMailbox(Generic[T, R]):
             MailboxClosedError: The mailbox was closed before the call.
         """
         check_receive_arguments(max_messages, visibility_timeout, wait_time_seconds)
-        with self._cond:
+        with self._lock:
             self._check_open()
             deadline = self._clock.monotonic() + wait_time_seconds
             # Real time spent in timed-out waits: ends the poll even under a FakeClock,
@@ -183,19 +191,24 @@ class InMemoryMailbox(Generic[T, R]):
                 wait = min(deadline - now, budget, self._next_change(now))
                 if wait <= 0:
                     return []
-                if not self._cond.wait(wait):
+                self._waiting += 1
+                try:
+                    woken = self._cond.wait(wait)
+                finally:
+                    self._waiting -= 1
+                if not woken:
                     budget -= wait
             return []
 
     def approximate_count(self) -> int:
         """Return the number of messages held, visible or not (exact here)."""
-        with self._cond:
+        with self._lock:
             self._check_open()
             return len(self._records)
 
     def purge(self) -> int:
         """Delete every message; their receipt handles become stale. Return the count."""
-        with self._cond:
+        with self._lock:
             self._check_open()
             count = len(self._records)
             self._records.clear()
@@ -206,29 +219,30 @@ class InMemoryMailbox(Generic[T, R]):
 
     def close(self) -> None:
         """Close the mailbox and wake any long poll. Idempotent."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
 
     # -- settling (called by messages through `_Settler`) ------------------------------
 
     def _acknowledge(self, handle: str) -> None:
-        with self._cond:
+        with self._lock:
             record = self._owner(handle)
             del self._inflight[handle]
             del self._records[record.id]
 
     def _nack(self, handle: str, visibility_timeout: float) -> None:
-        with self._cond:
+        with self._lock:
             record = self._owner(handle)
             del self._inflight[handle]
             record.handle = None
             visible_at = self._clock.monotonic() + visibility_timeout
             heapq.heappush(self._ready, (visible_at, record.seq, record.id))
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
 
     def _extend(self, handle: str, timeout: float) -> None:
-        with self._cond:
+        with self._lock:
             record = self._owner(handle)
             record.deadline = self._clock.monotonic() + timeout
             heapq.heappush(self._expiries, (record.deadline, record.seq, handle))
@@ -285,7 +299,7 @@ class InMemoryMailbox(Generic[T, R]):
             receipt_handle=handle,
             delivery_count=record.deliveries,
             enqueued_at=record.enqueued_at,
-            settler=_Settler(self),
+            settler=self._settler,
             reply_to=record.reply_to,
             resolver=self._resolver,
         )
