@@ -117,6 +117,43 @@ def test_submit_experiments_is_experiment_major_with_epochs() -> None:
     assert [b.experiment.name for b in bodies[6:]] == ["treatment"] * 6
 
 
+def test_submit_sends_in_batches_to_a_mailbox_that_has_send_many() -> None:
+    requests: InMemoryMailbox[Any, Any] = InMemoryMailbox("eval-requests")
+    batches: list[int] = []
+    send_many = requests.send_many
+
+    def counting(bodies: Any, **kwargs: Any) -> list[str]:
+        batches.append(len(bodies))
+        return send_many(bodies, **kwargs)
+
+    requests.send_many = counting  # type: ignore[method-assign]
+    big = Dataset(samples=tuple(Sample(id=f"s{i}", input="q", expected="a") for i in range(250)))
+
+    assert submit_experiments(big, [BASELINE], requests, reply_to="out", epochs=2) == 500
+
+    assert batches == [100, 100, 100, 100, 100]
+    sent = received(requests)
+    assert [(b.epoch, b.sample.id) for b, _ in sent] == [
+        (epoch, f"s{i}") for epoch in range(2) for i in range(250)
+    ]
+    assert {reply for _, reply in sent} == {"out"}
+
+
+def test_submit_sends_one_by_one_to_a_mailbox_without_send_many() -> None:
+    requests: FakeMailbox[Any, Any] = FakeMailbox("eval-requests")
+    requests.fail_next_send(MailboxConnectionError("down"))
+
+    with pytest.raises(MailboxConnectionError):  # the first send fails, nothing is sent
+        submit_dataset(DATASET, BASELINE, requests)
+    assert submit_dataset(DATASET, BASELINE, requests) == 3
+
+    assert requests.calls["send"] == 4
+    bodies: list[str] = []
+    while batch := requests.receive(max_messages=10):
+        bodies.extend(m.body.sample.id for m in batch)
+    assert bodies == ["s0", "s1", "s2"]
+
+
 @pytest.mark.parametrize(
     ("experiments", "epochs", "match"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -9,7 +10,12 @@ from typing import Any
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxConnectionError
 from weakincentives.experiment import BASELINE, Experiment
-from weakincentives.runtime.mailbox import MAX_MESSAGES, MAX_WAIT_SECONDS, Mailbox
+from weakincentives.runtime.mailbox import (
+    MAX_MESSAGES,
+    MAX_WAIT_SECONDS,
+    Mailbox,
+    SupportsSendMany,
+)
 
 from ._report import EvalReport
 from ._types import EvalResult, Sample, build_request
@@ -17,6 +23,10 @@ from ._types import EvalResult, Sample, build_request
 __all__ = ["collect_results", "submit_dataset", "submit_experiments"]
 
 _log = logging.getLogger(__name__)
+
+_SUBMIT_BATCH = 100
+"""Requests per `send_many` when the mailbox has it: a worker already running starts on
+the first batch while the rest are sent; Redis pipelines each batch in one round trip."""
 
 _IDLE_PAUSE = 0.05
 """Shortest pause between two empty polls of the results mailbox, in clock seconds."""
@@ -77,17 +87,22 @@ def submit_experiments(
     if epochs < 1:
         raise ConfigurationError(f"epochs must be >= 1, got {epochs}")
     samples = list(dataset)
-    count = 0
     created = SYSTEM_CLOCK.now()  # one submission, one timestamp
-    send = requests.send
-    for experiment in experiments:
-        for epoch in range(epochs):
-            for sample in samples:
-                request = build_request(
-                    sample, experiment, epoch=epoch, run_id=run_id, created_at=created
-                )
-                send(request, reply_to=reply_to)
-                count += 1
+    requests_made = (
+        build_request(sample, experiment, epoch=epoch, run_id=run_id, created_at=created)
+        for experiment in experiments
+        for epoch in range(epochs)
+        for sample in samples
+    )
+    count = 0
+    if isinstance(requests, SupportsSendMany):  # one lock, or one round trip, per batch
+        while batch := list(itertools.islice(requests_made, _SUBMIT_BATCH)):
+            requests.send_many(batch, reply_to=reply_to)
+            count += len(batch)
+        return count
+    for request in requests_made:
+        requests.send(request, reply_to=reply_to)
+        count += 1
     return count
 
 

@@ -12,6 +12,7 @@ import pytest
 from weakincentives.clock import SYSTEM_CLOCK, FakeClock
 from weakincentives.errors import (
     MailboxArgumentError,
+    MailboxClosedError,
     MailboxFullError,
     MailboxResolutionError,
 )
@@ -116,6 +117,99 @@ def test_nacked_message_queues_behind_already_visible_ones() -> None:
     first.nack()  # visible from now on: after "b", visible since its send
 
     assert [m.body for m in mailbox.receive(max_messages=10)] == ["b", "a"]
+
+
+def test_sends_delays_and_nacks_interleave_by_the_time_they_became_visible() -> None:
+    clock = FakeClock()
+    mailbox: InMemoryMailbox[str, None] = InMemoryMailbox("interleave", clock=clock)
+    mailbox.send("late", delay=5)  # visible at 5
+    mailbox.send("a")  # visible at 0
+    clock.advance(1)
+    mailbox.send("b")  # visible at 1
+    taken = mailbox.receive()[0]
+    assert taken.body == "a"
+    clock.advance(1)
+    taken.nack()  # "a" visible again at 2
+    clock.advance(1)
+    mailbox.send("c")  # visible at 3
+    clock.advance(3)
+    mailbox.send("d")  # visible at 6
+
+    bodies = [m.body for m in mailbox.receive(max_messages=10)]
+
+    assert bodies == ["b", "a", "c", "late", "d"]
+
+
+def test_settled_deliveries_do_not_pile_up_while_one_stays_in_flight() -> None:
+    clock = FakeClock()
+    mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("churn", clock=clock)
+    mailbox.send(-1)
+    kept = mailbox.receive(visibility_timeout=60)[0]
+    for i in range(1000):
+        mailbox.send(i)
+        mailbox.receive(visibility_timeout=60)[0].acknowledge()
+
+    # One delivery in flight: the deadline heap was rebuilt from it, not grown to 1001
+    # (white box: memory of a long-running worker's mailbox is the point).
+    assert len(mailbox._expiries) <= 2 * 1 + 64
+    clock.advance(61)
+    again = mailbox.receive()  # the kept delivery still expires
+    assert [m.body for m in again] == [-1]
+    assert again[0].delivery_count == 2
+    assert kept.receipt_handle != again[0].receipt_handle
+
+
+def test_send_many_is_send_for_each_body_in_order() -> None:
+    clock = FakeClock()
+    mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("many", clock=clock)
+    assert mailbox.send_many([]) == []
+    mailbox.send(0)
+
+    ids = mailbox.send_many(range(1, 4), reply_to="answers")
+    later = mailbox.send_many([9], delay=5)
+
+    assert len(set(ids + later)) == 4
+    got = mailbox.receive(max_messages=10)
+    assert [(m.body, m.id, m.reply_to_name) for m in got[1:]] == [
+        (i, ids[i - 1], "answers") for i in range(1, 4)
+    ]
+    assert got[0].body == 0
+    clock.advance(5)
+    assert [(m.body, m.id) for m in mailbox.receive()] == [(9, later[0])]
+
+
+def test_send_many_rejects_bad_arguments_and_stops_at_max_size() -> None:
+    mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("bounded", max_size=3)
+    with pytest.raises(MailboxArgumentError, match="delay"):
+        mailbox.send_many([1], delay=-1)
+    with pytest.raises(MailboxArgumentError, match="reply_to"):
+        mailbox.send_many([1], reply_to="")
+    assert mailbox.approximate_count() == 0
+
+    with pytest.raises(MailboxFullError, match="3 of a batch of 5 were sent"):
+        mailbox.send_many(range(5))
+
+    assert [m.body for m in mailbox.receive(max_messages=10)] == [0, 1, 2]
+    mailbox.close()
+    with pytest.raises(MailboxClosedError):
+        mailbox.send_many([1])
+
+
+def test_send_many_wakes_a_long_poll() -> None:
+    mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("wake")
+    got: list[int] = []
+    poller = threading.Thread(
+        target=lambda: got.extend(m.body for m in mailbox.receive(wait_time_seconds=10))
+    )
+    poller.start()
+    deadline = time.monotonic() + 10
+    while not mailbox._waiting and time.monotonic() < deadline:  # the poll is waiting
+        time.sleep(0.001)
+    started = time.monotonic()
+    mailbox.send_many([7, 8])
+    poller.join()
+    assert got == [7]
+    assert time.monotonic() - started < 5  # woken, not timed out
 
 
 def test_settled_and_repr_describe_the_delivery() -> None:

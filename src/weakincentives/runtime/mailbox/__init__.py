@@ -23,6 +23,7 @@ from weakincentives.runtime.mailbox._types import (
     MailboxFactory,
     MailboxResolver,
     ReceiptSettler,
+    SupportsSendMany,
     check_receive_arguments,
     check_timeout,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Message",
     "ReceiptSettler",
     "RegistryResolver",
+    "SupportsSendMany",
     "check_receive_arguments",
     "check_timeout",
 ]

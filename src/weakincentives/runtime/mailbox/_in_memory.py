@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
 import secrets
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -103,8 +105,14 @@ class InMemoryMailbox(Generic[T, R]):
         self._handles = itertools.count()
         self._records: dict[str, _Record] = {}
         # Pending messages by (visible-at, send order, id): FIFO among the visible ones.
+        # Sends without a delay arrive in that order already, so they queue in `_fresh`
+        # (O(1) each way); delayed sends, nacks and expired deliveries go to the heap
+        # `_ready`. A receive takes the smaller head of the two.
+        self._fresh: deque[tuple[float, int, str]] = deque()
         self._ready: list[tuple[float, int, str]] = []
-        # In-flight deliveries by receipt handle, and their deadlines (lazily invalidated).
+        # In-flight deliveries by receipt handle, and their deadlines (lazily invalidated:
+        # a settled delivery's entry stays until it surfaces, or until the heap, grown
+        # past twice the deliveries in flight, is rebuilt from them).
         self._inflight: dict[str, _Record] = {}
         self._expiries: list[tuple[float, int, str]] = []
 
@@ -155,10 +163,65 @@ class InMemoryMailbox(Generic[T, R]):
                 reply_to=reply_to,
             )
             self._records[record.id] = record
-            heapq.heappush(self._ready, (self._clock.monotonic() + delay, record.seq, record.id))
+            entry = (self._clock.monotonic() + delay, record.seq, record.id)
+            if delay:
+                heapq.heappush(self._ready, entry)
+            else:
+                self._fresh.append(entry)
             if self._waiting:
                 self._cond.notify_all()
             return record.id
+
+    def send_many(
+        self,
+        bodies: Iterable[T],
+        *,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        delay: float = 0.0,
+    ) -> list[str]:
+        """Enqueue every body of `bodies` in order, under one lock; return their ids.
+
+        The same as `send` for each body, at about half the cost per message (one lock,
+        one timestamp for the batch). With `max_size`, a full mailbox stops the batch at
+        the first body it refuses: `MailboxFullError`, the bodies before it were sent.
+
+        Raises:
+            MailboxArgumentError: `delay` is out of range or `reply_to` is an empty name.
+            MailboxClosedError: The mailbox was closed.
+            MailboxFullError: The mailbox holds `max_size` messages.
+        """
+        if delay:
+            check_timeout("delay", delay)
+        if isinstance(reply_to, str) and not reply_to:
+            raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
+        batch = list(bodies)
+        ids: list[str] = []
+        with self._lock:
+            self._check_open()
+            enqueued_at = self._clock.now()
+            visible_at = self._clock.monotonic() + delay
+            records, prefix, seqs = self._records, self._prefix, self._seq
+            push = functools.partial(heapq.heappush, self._ready) if delay else self._fresh.append
+            try:
+                for body in batch:
+                    if self._max_size is not None and len(records) >= self._max_size:
+                        raise MailboxFullError(
+                            f"mailbox {self._name!r} holds its max_size of {self._max_size} "
+                            f"messages ({len(ids)} of a batch of {len(batch)} were sent); "
+                            "receive and acknowledge some before sending more",
+                        )
+                    seq = next(seqs)
+                    record = _Record(
+                        id=f"{prefix}-{seq}", body=body, seq=seq, enqueued_at=enqueued_at,
+                        reply_to=reply_to,
+                    )  # fmt: skip
+                    records[record.id] = record
+                    push((visible_at, seq, record.id))
+                    ids.append(record.id)
+            finally:
+                if ids and self._waiting:
+                    self._cond.notify_all()
+        return ids
 
     def receive(
         self,
@@ -212,6 +275,7 @@ class InMemoryMailbox(Generic[T, R]):
             self._check_open()
             count = len(self._records)
             self._records.clear()
+            self._fresh.clear()
             self._ready.clear()
             self._inflight.clear()
             self._expiries.clear()
@@ -245,7 +309,7 @@ class InMemoryMailbox(Generic[T, R]):
         with self._lock:
             record = self._owner(handle)
             record.deadline = self._clock.monotonic() + timeout
-            heapq.heappush(self._expiries, (record.deadline, record.seq, handle))
+            self._expire_at(record.deadline, record.seq, handle)
 
     # -- internals (called with the lock held) -----------------------------------------
 
@@ -281,16 +345,31 @@ class InMemoryMailbox(Generic[T, R]):
     def _take(self, now: float, limit: int, visibility_timeout: float) -> list[Message[T, R]]:
         self._requeue_expired(now)
         batch: list[Message[T, R]] = []
-        while self._ready and self._ready[0][0] <= now and len(batch) < limit:
-            _, seq, message_id = heapq.heappop(self._ready)
+        fresh, ready = self._fresh, self._ready
+        while len(batch) < limit:
+            if fresh and (not ready or fresh[0] < ready[0]):
+                if fresh[0][0] > now:
+                    break
+                _, seq, message_id = fresh.popleft()
+            elif ready and ready[0][0] <= now:
+                _, seq, message_id = heapq.heappop(ready)
+            else:
+                break
             record = self._records[message_id]
             record.deliveries += 1
             record.handle = f"{self._prefix}.{next(self._handles)}"
             record.deadline = now + visibility_timeout
             self._inflight[record.handle] = record
-            heapq.heappush(self._expiries, (record.deadline, seq, record.handle))
+            self._expire_at(record.deadline, seq, record.handle)
             batch.append(self._deliver(record, record.handle))
         return batch
+
+    def _expire_at(self, deadline: float, seq: int, handle: str) -> None:
+        expiries = self._expiries
+        heapq.heappush(expiries, (deadline, seq, handle))
+        if len(expiries) > 2 * len(self._inflight) + 64:  # mostly settled deliveries
+            expiries[:] = [(r.deadline, r.seq, h) for h, r in self._inflight.items()]
+            heapq.heapify(expiries)
 
     def _deliver(self, record: _Record, handle: str) -> Message[T, R]:
         return Message(
@@ -306,7 +385,8 @@ class InMemoryMailbox(Generic[T, R]):
 
     def _next_change(self, now: float) -> float:
         """Seconds until a pending or in-flight message may become visible (inf: never)."""
-        times = [entry[0] for entry in (self._ready[:1] + self._expiries[:1])]
+        heads = self._ready[:1] + self._expiries[:1] + list(itertools.islice(self._fresh, 1))
+        times = [entry[0] for entry in heads]
         return max(0.0, min(times) - now) if times else math.inf
 
 
