@@ -151,6 +151,43 @@ def test_finish_leaves_nothing_unsynced_and_no_thread(
     assert RunStore(tmp_path).open(run.run_id).counts.results == 20
 
 
+def test_the_last_expected_result_is_synced_at_once_and_finish_does_not_sync_it_again(
+    tmp_path: Path, clock: FakeClock, fsync: FsyncLog
+) -> None:
+    run = RunStore(tmp_path, clock=clock, sync_interval=3600.0).create(
+        FINGERPRINT, expected_results=3
+    )
+    results = run.results_path.stat().st_ino
+    run.extend([result("s1"), result("s2")])
+    run.append(result("s1"))  # a duplicate key: still two of three
+    assert fsync.calls == []  # the interval is an hour of a clock that never moves
+
+    run.append(result("s3"))  # the clock never moves: only the hurry syncs it
+
+    assert fsync.wait_for(lambda: results in fsync.inodes())
+    size = run.results_path.stat().st_size
+    assert [s for inode, _, s in fsync.calls if inode == results] == [size]
+    run.finish()
+    assert [s for inode, _, s in fsync.calls if inode == results] == [size], "synced once"
+
+
+def test_finish_syncs_what_landed_after_the_hurried_sync(
+    tmp_path: Path, clock: FakeClock, fsync: FsyncLog
+) -> None:
+    run = RunStore(tmp_path, clock=clock, sync_interval=3600.0).create(
+        FINGERPRINT, expected_results=1
+    )
+    results = run.results_path.stat().st_ino
+    run.append(result("s1"))
+    assert fsync.wait_for(lambda: results in fsync.inodes())
+    run.append(result("s1", passed=False))  # a retry's line, after the hurried sync
+
+    run.finish()
+
+    sizes = [s for inode, _, s in fsync.calls if inode == results]
+    assert sizes[-1] == run.results_path.stat().st_size > sizes[0]
+
+
 @pytest.mark.parametrize(
     "end",
     [lambda run: run.finish(), lambda run: run.close(), lambda run: run.__exit__(None, None, None)],

@@ -85,7 +85,9 @@ class AsyncFunctionExecutor:
         run: tuple[PromptResponse[Any], Session] | Exception
         output: Any = None
         try:
-            if plain:
+            if plain and timeout is None:  # the common case, without a wrapping coroutine
+                output = await loop.fn(request.sample.input)
+            elif plain:
                 output = await _cancel_after(loop.fn(request.sample.input), timeout, loop.name)
             else:
                 run = await _cancel_after(
@@ -101,6 +103,11 @@ class AsyncFunctionExecutor:
             run = exc
             plain = False
         latency = (clock.monotonic() - start) * 1000.0
+        if plain and self._inline:
+            return score_output(
+                output, evaluator, request, latency_ms=latency,
+                record_transcript=record_transcript, delivery_count=delivery_count,
+            )  # fmt: skip
         if plain:
             score: Callable[[], SampleOutcome] = functools.partial(
                 score_output, output, evaluator, request, latency_ms=latency,

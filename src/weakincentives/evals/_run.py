@@ -11,14 +11,17 @@ sample in flight. The policy (`sync_interval`, default 50 ms):
 
 - `sync_interval > 0`: appenders never fsync. A background thread per writable handle
   (started by the first append, stopped by `finish`) fsyncs at most once every
-  `sync_interval` seconds of the handle's clock while there is something new to sync;
+  `sync_interval` seconds of the handle's clock while there is something new to sync,
+  and at once after the append that brings the last expected result (so that `finish`,
+  which follows, usually finds the file synced and skips its own fsync);
 - `sync_interval == 0`: each append fsyncs before it returns;
 - `sync_interval is None`: only `sync()` and `finish()` fsync.
 
-`sync()` and `finish()` always fsync (and block until done). A machine crash therefore
-loses only results appended since the last fsync, and resume re-runs them. The manifest
-written when the run is created becomes durable with the first of those syncs (before it
-there is nothing to lose), which keeps two fsyncs off the start of every run.
+`sync()` and `finish()` always fsync what the latest fsync did not cover (and block until
+done). A machine crash therefore loses only results appended since the last fsync, and
+resume re-runs them. The manifest written when the run is created becomes durable with
+the first of those syncs (before it there is nothing to lose), which keeps two fsyncs off
+the start of every run.
 
 **Failed fsyncs.** A background fsync that fails is logged (the first failure, with its
 error) and kept; appends go on (the data is still in the page cache), the next round
@@ -231,6 +234,7 @@ class RunHandle:
             pending=path / MANIFEST_FILE if manifest_unsynced else None,
         )  # fmt: skip
         self._start_syncer = bool(sync_interval)  # by the first append
+        self._hurried = False  # `Syncer.hurry` is called once, by the last expected result
         self._fd = -1
         if lock is not None:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -345,9 +349,15 @@ class RunHandle:
                 msg = f"run {self.run_id} is not open for writing here; use RunStore.resume"
                 raise RunStoreError(f"{msg} to append")
             start_syncer, self._start_syncer = self._start_syncer, False
+            expected = self._manifest.counts.expected
             # Counted before the write lands (a failed write takes them back), so that
             # this is the append's only trip through the lock.
             previous = list(map(self._tally.add, results))
+            # The last expected result: sync it now rather than at the interval's end.
+            hurry = (
+                not self._hurried and expected is not None and len(self._tally.states) >= expected
+            )
+            self._hurried = self._hurried or hurry
             self._writing.append(None)
         if start_syncer:
             self._syncer.start()
@@ -369,6 +379,8 @@ class RunHandle:
             dirty.set()  # wakes the syncer
         if self._sync_interval == 0:
             self.sync()
+        elif hurry:
+            self._syncer.hurry()
 
     def sync(self) -> None:
         """Force what was appended so far to disk (fsync): it then survives a machine crash.
@@ -417,7 +429,10 @@ class RunHandle:
             counts = self._tally.counts(expected if expected_results is None else expected_results)
         try:
             try:
-                os.fsync(fd)
+                # Skipped when the latest fsync (the syncer's, hurried by the last
+                # expected result) already covered every byte.
+                if os.fstat(fd).st_size != self._syncer.synced_size:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             self._manifest = dataclasses.replace(

@@ -58,7 +58,11 @@ class Syncer:
         """Held during an fsync; hold it to close the file."""
         self.dirty = threading.Event()
         """Set once a write has landed, cleared just before the fsync that covers it."""
+        self.synced_size = -1
+        """The file's size at the start of the latest fsync that succeeded (-1: none)."""
         self._stop = threading.Event()
+        self._wake = threading.Event()  # ends the wait for the interval (stop, hurry)
+        self._hurry = False
         self._thread: threading.Thread | None = None
         self._life = threading.Lock()  # orders `start` and `stop`
         self._failure: OSError | None = None  # guarded by `lock`
@@ -79,10 +83,12 @@ class Syncer:
             self.dirty.clear()
             self._last = self._clock.monotonic()
             try:
+                size = os.fstat(fd).st_size  # what this fsync is sure to cover
                 os.fsync(fd)
                 if self._pending is not None:
                     sync_file_and_dir(self._pending)
                     self._pending = None
+                self.synced_size = size
             except BaseException:
                 self.dirty.set()  # not durable: the next sync tries again
                 raise
@@ -96,10 +102,20 @@ class Syncer:
                 )
                 self._thread.start()
 
+    def hurry(self) -> None:
+        """Have the background thread sync now, not at the interval's end.
+
+        A run calls it once its last expected result has landed: the fsync then runs
+        while the caller winds down, and `finish` finds the file already synced.
+        """
+        self._hurry = True
+        self._wake.set()
+
     def stop(self) -> None:
         """Stop the background thread, if any, and wait for it to end."""
         with self._life:
             self._stop.set()
+            self._wake.set()
             thread = self._thread
         if thread is not None:
             self.dirty.set()  # wake it up (the owner syncs what is left anyway)
@@ -120,10 +136,17 @@ class Syncer:
             dirty.wait()  # until a write lands (or `stop` wakes us)
             # The interval is measured on the clock; the wait between two looks at it is
             # real time (a fake clock is looked at again after that long).
-            while not stop.is_set() and (left := self._due() - clock.monotonic()) > 0:
-                stop.wait(left)
+            wake = self._wake
+            while (
+                not stop.is_set()
+                and not self._hurry
+                and (left := self._due() - clock.monotonic()) > 0
+            ):
+                wake.wait(left)
+                wake.clear()
             if stop.is_set():
                 return
+            self._hurry = False
             try:
                 self.sync()
             except OSError as exc:
