@@ -145,6 +145,7 @@ class MailboxWorker(Generic[T, R]):
         self._stop = threading.Event()
         self._running = False
         self._inflight: dict[str, Delivery] = {}
+        self._released = 0  # slots freed so far (see `_wait_for_idle`)
         # How a pool thread takes its next message itself (set by `run`; None: it doesn't).
         self._refill: Callable[[], Sequence[Message[T, R]]] | None = None
         self._last_heartbeat: float | None = None
@@ -294,6 +295,7 @@ class MailboxWorker(Generic[T, R]):
         failures = 0  # consecutive failed receives
         while max_iterations is None or iterations < max_iterations:
             free = self._wait_for_slot()
+            released = self._released  # slots freed before this receive
             if free == 0:
                 return  # stopping
             iterations += 1
@@ -315,7 +317,7 @@ class MailboxWorker(Generic[T, R]):
             if messages:
                 self._dispatch(pool, messages)
             elif until_drained:
-                if self._wait_for_idle():  # waits for the handlers to end (or a while)
+                if self._wait_for_idle(released):  # waits for the handlers to end
                     return
             elif wait == 0:
                 self._stop.wait(_IDLE_PAUSE)
@@ -377,16 +379,19 @@ class MailboxWorker(Generic[T, R]):
             )
             return 0 if self._stop.is_set() else self._max_concurrent - len(self._inflight)
 
-    def _wait_for_idle(self) -> bool:
+    def _wait_for_idle(self, released: int) -> bool:
         """After an empty receive: True if no handler runs; else wait for that, a while.
 
-        Handlers ending one by one do not wake this wait (see `__init__`): a message
-        that becomes visible meanwhile (a retry) goes to the next handler that ends, or
-        to the receive made here after `_POLL_SLICE` at the latest.
+        `released` is the count of freed slots before that receive: a slot freed since
+        (its handler may have nacked a retry, visible now) means one more receive, not
+        the end. Handlers that take their next message themselves (`_refill`) do not
+        wake this wait as they end one by one (see `__init__`): a message that becomes
+        visible meanwhile goes to the next of them that ends, or to the receive made here
+        after `_POLL_SLICE` at the latest.
         """
         with self._lock:
             if not self._inflight:
-                return True
+                return self._released == released
             self._idle.wait(_POLL_SLICE)
             return False
 
@@ -476,8 +481,9 @@ class MailboxWorker(Generic[T, R]):
                 # Only a released slot changes what the waiters wait for (a free slot,
                 # no handler left). Waking the receiving thread for a slot handed on
                 # would cost a GIL hand-over per message for nothing.
+                self._released += 1
                 self._cond.notify_all()
-                if not self._inflight:
+                if not self._inflight or self._refill is None:  # no one else receives
                     self._idle.notify_all()
         if nxt is not None and not keep:
             self._settling.give_back(nxt.message)  # stopping: back to the queue untouched

@@ -195,6 +195,16 @@ def test_send_many_rejects_bad_arguments_and_stops_at_max_size() -> None:
         mailbox.send_many([1])
 
 
+@pytest.mark.parametrize("delay", [None, "0"])
+def test_a_delay_that_is_not_a_number_stores_nothing(delay: Any) -> None:
+    mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("typed")
+    with pytest.raises(TypeError):
+        mailbox.send(1, delay=delay)
+    with pytest.raises(TypeError):
+        mailbox.send_many([1], delay=delay)
+    assert mailbox.approximate_count() == 0
+
+
 def test_send_many_wakes_a_long_poll() -> None:
     mailbox: InMemoryMailbox[int, None] = InMemoryMailbox("wake")
     got: list[int] = []

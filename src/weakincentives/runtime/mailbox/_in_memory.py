@@ -143,7 +143,7 @@ class InMemoryMailbox(Generic[T, R]):
             MailboxClosedError: The mailbox was closed.
             MailboxFullError: The mailbox holds `max_size` messages.
         """
-        if delay:  # 0.0 (the usual) is in range; anything else is checked
+        if delay != 0.0:  # 0.0 (the usual) is in range; anything else is checked
             check_timeout("delay", delay)
         if isinstance(reply_to, str) and not reply_to:
             raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
@@ -190,7 +190,7 @@ class InMemoryMailbox(Generic[T, R]):
             MailboxClosedError: The mailbox was closed.
             MailboxFullError: The mailbox holds `max_size` messages.
         """
-        if delay:
+        if delay != 0.0:
             check_timeout("delay", delay)
         if isinstance(reply_to, str) and not reply_to:
             raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
