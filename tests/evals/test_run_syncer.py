@@ -45,13 +45,14 @@ class FsyncLog:
         self.gate: threading.Event | None = None  # when set up, fsync blocks until it is set
         self.entered = threading.Event()
         self.error: OSError | None = None
+        self.failing: int | None = None  # with `error`: only this inode fails
 
     def __call__(self, fd: int) -> None:
         stat = os.fstat(fd)
         self.entered.set()
         if self.gate is not None:
             self.gate.wait(WAIT)
-        if self.error is not None:
+        if self.error is not None and self.failing in (None, stat.st_ino):
             raise self.error
         with self.changed:
             self.calls.append((stat.st_ino, threading.current_thread().name, stat.st_size))
@@ -248,6 +249,29 @@ def test_an_explicit_sync_that_fails_raises_a_run_store_error(
     run.sync()  # still dirty: this one syncs
     assert fsync.calls
     run.finish()
+
+
+@pytest.mark.parametrize("sync_interval", [0.05, None])
+def test_finish_never_announces_results_that_are_not_on_disk(
+    tmp_path: Path, clock: FakeClock, fsync: FsyncLog, sync_interval: float | None
+) -> None:
+    run = RunStore(tmp_path, clock=clock, sync_interval=sync_interval).create(
+        FINGERPRINT, run_id="r1"
+    )
+    run.append(result("s1"))
+    fsync.error = OSError(errno.EIO, "Input/output error")
+    fsync.failing = run.results_path.stat().st_ino
+
+    with pytest.raises(RunStoreError, match=r"cannot fsync .*results.* unfinished"):
+        run.finish()
+
+    # The final manifest was written and synced, but never renamed into place.
+    assert RunStore(tmp_path).open("r1").status == "interrupted"
+    assert sorted(p.name for p in run.path.iterdir() if p.name.endswith(".tmp")) == []
+    fsync.error = None
+    resumed = RunStore(tmp_path).resume("r1", FINGERPRINT)  # the writer's lock was released
+    resumed.finish()
+    assert RunStore(tmp_path).open("r1").status == "complete"
 
 
 def test_finish_waits_for_appends_in_flight_from_other_threads(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ could not write, so the run's results on disk may be incomplete.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -419,28 +420,47 @@ class RunHandle:
                 file or the manifest cannot be written, or when a background fsync
                 failed earlier (raised after the run was finished and released).
         """
-        self._syncer.stop()
-        with self._syncer.lock, self._lock:
+        with self._lock:
             if self._fd < 0:
                 raise RunStoreError(f"run {self.run_id} is not open for writing here")
             fd, self._fd = self._fd, -1  # later appends fail; those that took `fd` land
             self._wait_for_writers()
             expected = self._manifest.counts.expected
             counts = self._tally.counts(expected if expected_results is None else expected_results)
+        closed = False
+
+        def results_durable() -> None:
+            # Before the final manifest's rename: it must never announce results a
+            # crash could still take away. The manifest's temporary file was written
+            # and fsynced meanwhile, beside the syncer's fsync of the results (which
+            # the last expected result started).
+            nonlocal closed
+            self._syncer.stop()
+            with self._syncer.lock:  # no `sync()` call is using `fd` meanwhile
+                try:
+                    if os.fstat(fd).st_size != self._syncer.synced_size:  # not covered
+                        os.fsync(fd)
+                except OSError as exc:
+                    raise RunStoreError(
+                        f"cannot fsync {self.results_path}: {exc}; the run stays unfinished "
+                        "(check the disk, then resume it)"
+                    ) from exc
+                finally:
+                    closed = True
+                    os.close(fd)
+
         try:
-            try:
-                # Skipped when the latest fsync (the syncer's, hurried by the last
-                # expected result) already covered every byte.
-                if os.fstat(fd).st_size != self._syncer.synced_size:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
             self._manifest = dataclasses.replace(
                 self._manifest, status=status, counts=counts, updated_at=self._clock.now(),
                 fingerprint=fingerprint or self._manifest.fingerprint,
             )  # fmt: skip
-            write_manifest(self._path, self._manifest)
-        except OSError as exc:
+            write_manifest(self._path, self._manifest, before_replace=results_durable)
+        except (OSError, RunStoreError) as exc:
+            if not closed:  # the manifest failed first: the results still go to disk
+                with contextlib.suppress(OSError):
+                    results_durable()
+            if isinstance(exc, RunStoreError):
+                raise
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
         finally:
             if self._writer_lock is not None:
@@ -561,10 +581,19 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise RunStoreError(f"{path}: {exc}") from exc
 
 
-def write_manifest(run_dir: Path, manifest: RunManifest, *, durable: bool = True) -> None:
+def write_manifest(
+    run_dir: Path,
+    manifest: RunManifest,
+    *,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Atomically replace `run_dir/run.json` (temp file + fsync + rename).
 
-    With `durable=False` the fsyncs are skipped (see `write_atomic`).
+    With `durable=False` the fsyncs are skipped (see `write_atomic`, and for
+    `before_replace`).
     """
     text = json.dumps(serde.dump(manifest), indent=2, ensure_ascii=False) + "\n"
-    write_atomic(run_dir / MANIFEST_FILE, text.encode(), durable=durable)
+    write_atomic(
+        run_dir / MANIFEST_FILE, text.encode(), durable=durable, before_replace=before_replace
+    )

@@ -21,7 +21,7 @@ import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -159,13 +159,22 @@ def _last_line_start(f: BinaryIO, size: int, chunk: int = 65536) -> int:
     return 0
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never a mix.
 
     Writes a temporary file in the same directory, fsyncs it, renames it over `path`
     and fsyncs the directory so the rename survives a machine crash. With
     `durable=False` the two fsyncs are left to the caller (`sync_file_and_dir`): the
     replacement is still atomic for readers, but a machine crash may undo it.
+    `before_replace` runs once the temporary file is written, just before the rename
+    (what must be durable before the new file is; an error it raises leaves `path`
+    as it was).
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -174,6 +183,8 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
             f.flush()
             if durable:
                 os.fsync(f.fileno())
+        if before_replace is not None:
+            before_replace()
         tmp.replace(path)
         if durable:
             _fsync_dir(path.parent)
@@ -181,6 +192,10 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise RunStoreError(f"cannot write {path}: {exc}") from exc
+    except BaseException:  # from `before_replace`: `path` stays as it was
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def sync_file_and_dir(path: Path) -> None:
