@@ -14,7 +14,7 @@ of the worker's own (`LoopThread`) rather than a thread each. With 200 handlers 
 flight that matters on CPython: every thread that wakes from a wait needs the GIL, and
 200 threads spend more time handing it over than working. Measured on two cores, 200
 samples in flight, each waiting 100 ms: a bare thread pool reaches 0.91-0.93 of the ideal
-throughput, `EvalLoop` on this path 0.94-0.95, plain asyncio with no mailbox 0.97-0.98.
+throughput, `EvalLoop` on this path 0.952-0.96, plain asyncio with no mailbox 0.97-0.98.
 Settling (acknowledge, nack, dead-letter) and the receive that refills a slot then run on
 the loop's thread too: quick for an in-memory mailbox, one round trip for Redis.
 """
