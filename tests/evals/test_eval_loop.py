@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.evals.bundles import open_checked_bundles
 from tests.helpers import CalcParams, calculate, calculator_model
 from tests.runtime.workers import run_in_thread, wait_for
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
@@ -498,20 +499,9 @@ def test_each_sample_gets_a_verified_bundle_with_sessions_logs_and_eval(tmp_path
 
     drain(loop)
 
-    got = by_sample(collect_results(results, 3, timeout_seconds=5).results)
-    opened = {sid: DebugBundle.open(r.bundle_path) for sid, r in got.items() if r.bundle_path}
+    collected = collect_results(results, 3, timeout_seconds=5).results
+    _, opened = open_checked_bundles(collected, bundles, run_id="run-1")
     assert set(opened) == {"good", "bad", "other"}
-    for sample_id, bundle in opened.items():
-        bundle.verify()
-        result = got[sample_id]
-        assert bundle.path.parent == bundles / str(result.request_id)
-        ids = bundle.manifest.ids
-        assert (ids.sample_id, ids.experiment, ids.run_id) == (sample_id, "baseline", "run-1")
-        assert bundle.session_before is not None
-        eval_data = bundle.eval
-        assert eval_data is not None and eval_data["sample_id"] == sample_id
-        assert eval_data["passed"] is result.passed
-        assert eval_data["request_id"] == result.request_id
     good, bad, other = opened["good"], opened["bad"], opened["other"]
     # Each bundle holds the tool log of its own sample only, though samples ran at once.
     assert tool_logs(good) == ["computing 20 + 22"]

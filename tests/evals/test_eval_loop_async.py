@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.evals.bundles import open_checked_bundles
 from tests.runtime.workers import run_in_thread, wait_for
 from weakincentives.adapters import FunctionAdapter
 from weakincentives.clock import SYSTEM_CLOCK, Clock, FakeClock
@@ -451,19 +452,9 @@ def test_each_async_sample_gets_a_verified_bundle_with_its_own_logs(tmp_path: Pa
 
     drain(loop)
 
-    got = {r.sample_id: r for r in collect_results(results, 3, timeout_seconds=5).results}
-    opened = {sid: DebugBundle.open(r.bundle_path) for sid, r in got.items() if r.bundle_path}
+    collected = collect_results(results, 3, timeout_seconds=5).results
+    got, opened = open_checked_bundles(collected, bundles, run_id="run-1")
     assert set(opened) == {"a", "b", "bad"}
-    for sample_id, bundle in opened.items():
-        bundle.verify()
-        result = got[sample_id]
-        assert bundle.path.parent == bundles / str(result.request_id)
-        ids = bundle.manifest.ids
-        assert (ids.sample_id, ids.experiment, ids.run_id) == (sample_id, "baseline", "run-1")
-        assert bundle.session_before is not None
-        assert bundle.eval is not None
-        assert (bundle.eval["sample_id"], bundle.eval["passed"]) == (sample_id, result.passed)
-        assert bundle.eval["request_id"] == result.request_id
     assert fn_logs(opened["a"]) == ["start alpha", "offloaded alpha", "end alpha"]
     assert fn_logs(opened["b"]) == ["start beta", "offloaded beta", "end beta"]
     assert fn_logs(opened["bad"]) == ["start explode", "offloaded explode"]

@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from weakincentives import serde
 from weakincentives.evals._types import (
     EvalRequest,
@@ -77,12 +79,8 @@ def test_build_request_makes_what_the_constructor_makes() -> None:
     assert built == made
     assert serde.dumps(built) == serde.dumps(made)
     assert dataclasses.replace(built, epoch=0) == dataclasses.replace(made, epoch=0)
-    try:
+    with pytest.raises(dataclasses.FrozenInstanceError):
         built.epoch = 3  # type: ignore[misc]
-    except dataclasses.FrozenInstanceError:
-        pass
-    else:  # pragma: no cover - the assertion below reports it
-        raise AssertionError("a built request must stay frozen")
 
 
 def test_build_request_defaults_and_shared_timestamp() -> None:

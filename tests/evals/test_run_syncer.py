@@ -274,6 +274,28 @@ def test_finish_never_announces_results_that_are_not_on_disk(
     assert RunStore(tmp_path).open("r1").status == "complete"
 
 
+def test_finish_that_fails_before_its_manifest_still_syncs_and_lets_go(
+    tmp_path: Path, clock: FakeClock, fsync: FsyncLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = syncers()
+    run = RunStore(tmp_path, clock=clock).create(FINGERPRINT, run_id="r1")
+    run.append(result("s1"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("manifest serializer broke")
+
+    monkeypatch.setattr("weakincentives.evals._run.write_manifest", broken)
+    with pytest.raises(RuntimeError, match="serializer broke"):
+        run.finish()
+
+    assert syncers() == before  # the syncer thread was stopped
+    results = run.results_path.stat()
+    assert (results.st_ino, results.st_size) in {(i, size) for i, _, size in fsync.calls}
+    monkeypatch.undo()
+    RunStore(tmp_path).resume("r1", FINGERPRINT).finish()  # the writer's lock was released
+    assert RunStore(tmp_path).open("r1").status == "complete"
+
+
 def test_finish_waits_for_appends_in_flight_from_other_threads(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create(FINGERPRINT)
     started = threading.Barrier(5)

@@ -379,14 +379,12 @@ class RunHandle:
                 fingerprint=fingerprint or self._manifest.fingerprint,
             )  # fmt: skip
             write_manifest(self._path, self._manifest, before_replace=results_durable)
-        except (OSError, RunStoreError) as exc:
-            if not closed:  # the manifest failed first: the results still go to disk
-                with contextlib.suppress(OSError):
-                    results_durable()
-            if isinstance(exc, RunStoreError):
-                raise
+        except OSError as exc:
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
         finally:
+            if not closed:  # the manifest failed first: the results still go to disk
+                with contextlib.suppress(RunStoreError):
+                    results_durable()
             if self._writer_lock is not None:
                 self._writer_lock.release()
         self._raise_sync_failure()
