@@ -16,6 +16,12 @@ from weakincentives.adapters._cache import (
     cache_key,
     cached_model_call,
 )
+from weakincentives.adapters._provenance import (
+    AdapterInfo,
+    DescribedAdapter,
+    describe_adapter,
+    strip_credentials,
+)
 from weakincentives.adapters._types import (
     CacheableAdapter,
     Heartbeat,
@@ -40,8 +46,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AdapterInfo",
     "CacheStats",
     "CacheableAdapter",
+    "DescribedAdapter",
     "FunctionAdapter",
     "FunctionModel",
     "FunctionReply",
@@ -56,4 +64,6 @@ __all__ = [
     "SQLiteResponseCache",
     "cache_key",
     "cached_model_call",
+    "describe_adapter",
+    "strip_credentials",
 ]
