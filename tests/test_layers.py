@@ -98,12 +98,17 @@ def _resolve_from(source: str, package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*anchor, node.module] if node.module else anchor)
 
 
-def imports_of(path: Path) -> list[Import]:
-    """Runtime imports of weakincentives modules made by the module at `path`."""
+def imports_of(path: Path, *, type_only: bool = False) -> list[Import]:
+    """Imports of weakincentives modules made by the module at `path`.
+
+    Runtime imports only, unless `type_only` is set: then imports under `if TYPE_CHECKING:`
+    count too (an import cycle is a cycle even when one side only imports for types).
+    """
     source = module_name(path)
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[Import] = []
-    for node in _runtime_nodes(tree):
+    nodes = list(ast.walk(tree)) if type_only else _runtime_nodes(tree)
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.extend(Import(source, alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -159,6 +164,58 @@ def privacy_violations(imports: list[Import]) -> list[str]:
     return out
 
 
+def import_graph(modules: list[Path]) -> dict[str, set[str]]:
+    """Module -> the weakincentives modules it imports, type-only imports included.
+
+    A package's `__init__` is the node its name stands for. Importing a submodule also runs
+    its parents' `__init__`s, but that is Python's doing, not a dependency the module
+    declares, so it is not an edge (the usual reading, as in import-linter).
+    """
+    graph: dict[str, set[str]] = {}
+    for path in modules:
+        source = module_name(path)
+        targets = {i.target for i in imports_of(path, type_only=True)}
+        graph[source] = {t for t in targets if t != source}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected component of more than one module, sorted (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
 MODULES = all_modules()
 
 
@@ -170,6 +227,74 @@ def test_layers_import_only_downwards(path: Path) -> None:
 @pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
 def test_private_modules_are_not_imported_from_outside_their_package(path: Path) -> None:
     assert privacy_violations(imports_of(path)) == []
+
+
+def test_no_import_cycles() -> None:
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    assert import_cycles(import_graph(MODULES)) == []
+
+
+EVALS_PARTS: dict[str, frozenset[str]] = {
+    "_records": frozenset(),
+    "stats": frozenset(),
+    "dataset": frozenset({"_records"}),
+    "scoring": frozenset({"_records"}),
+    "store": frozenset({"_records"}),
+    "report": frozenset({"_records", "stats", "store"}),
+    "runner": frozenset({"_records", "stats", "dataset", "scoring", "store", "report"}),
+    "loop": frozenset({"_records", "stats", "dataset", "scoring", "store", "report", "runner"}),
+}
+"""Part of `weakincentives.evals` -> the other parts it may import (its package docstring)."""
+
+
+def evals_part(module: str) -> str | None:
+    """`dataset` for `weakincentives.evals.dataset._dataset`; None outside a part."""
+    parts = module.split(".")
+    if parts[:2] != ["weakincentives", "evals"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def evals_boundary_violations(imports: list[Import]) -> list[str]:
+    out = []
+    for i in imports:
+        source, target = evals_part(i.source), evals_part(i.target)
+        if source is None:
+            continue
+        if source not in EVALS_PARTS:
+            out.append(f"{i.source}: {source!r} is not in EVALS_PARTS (tests/test_layers.py)")
+        elif i.target == "weakincentives.evals":
+            out.append(f"{i.source}:{i.line} imports the whole of weakincentives.evals")
+        elif target is not None and target != source and target not in EVALS_PARTS[source]:
+            out.append(f"{i.source}:{i.line} ({source}) may not import {i.target} ({target})")
+    return out
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_evals_parts_import_only_what_their_docstring_allows(path: Path) -> None:
+    assert evals_boundary_violations(imports_of(path, type_only=True)) == []
+
+
+def test_every_evals_part_says_what_it_may_import() -> None:
+    on_disk = {p.name.removesuffix(".py") for p in (PACKAGE / "evals").iterdir()}
+    on_disk -= {"__init__", "__pycache__"}
+    assert on_disk == set(EVALS_PARTS)
+    for part in EVALS_PARTS:
+        init = PACKAGE / "evals" / part / "__init__.py"
+        if init.is_file():
+            doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+            assert doc, f"evals/{part}/__init__.py needs a docstring"
+            assert "may import" in " ".join(doc.split()), f"evals/{part}: say what it may import"
+
+
+MAX_MODULE_LINES = 600
+"""STYLE.md: aim under 500 lines; past this a module must be split."""
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_modules_stay_readable_in_one_sitting(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{module_name(path)} has {lines} lines: split it"
 
 
 def test_every_package_is_walked() -> None:
@@ -247,6 +372,55 @@ def test_privacy_checker_flags_foreign_private_imports(
     fake_src: Path, rel: str, text: str, expected: int
 ) -> None:
     assert len(privacy_violations(imports_of(_write(fake_src, rel, text)))) == expected
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"a.py": "from . import b\n", "b.py": "import json\n"}, []),
+        (
+            {"a.py": "from . import b\n", "b.py": "from .a import x\n"},
+            [["weakincentives.runtime.a", "weakincentives.runtime.b"]],
+        ),
+        (
+            {
+                "a.py": "from .b import x\n",
+                "b.py": (
+                    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import y\n"
+                ),
+                "c.py": "from weakincentives.runtime.a import z\n",
+            },
+            [["weakincentives.runtime.a", "weakincentives.runtime.b", "weakincentives.runtime.c"]],
+        ),
+    ],
+)
+def test_cycle_checker_finds_a_planted_cycle(
+    fake_src: Path, files: dict[str, str], expected: list[list[str]]
+) -> None:
+    paths = [
+        _write(fake_src, f"weakincentives/runtime/{name}", text) for name, text in files.items()
+    ]
+    assert import_cycles(import_graph(paths)) == expected
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "expected"),
+    [
+        ("weakincentives/evals/store/x.py", "from ..scoring import y\n", 1),
+        ("weakincentives/evals/store/x.py", "from .._records import y\n", 0),
+        ("weakincentives/evals/runner/x.py", "from ..scoring import y\n", 0),
+        ("weakincentives/evals/report/x.py", "from weakincentives.evals import y\n", 1),
+        ("weakincentives/evals/scoring/x.py", "from weakincentives.evals.runner import y\n", 1),
+        ("weakincentives/evals/newpart/x.py", "import json\n", 0),
+    ],
+)
+def test_evals_boundary_checker_flags_forbidden_imports(
+    fake_src: Path, rel: str, text: str, expected: int
+) -> None:
+    assert (
+        len(evals_boundary_violations(imports_of(_write(fake_src, rel, text), type_only=True)))
+        == expected
+    )
 
 
 def test_unknown_top_level_component_must_be_assigned_a_layer() -> None:

@@ -8,11 +8,16 @@ from typing import Any
 import pytest
 
 from tests.helpers import calculator_model, calculator_tool
-from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest, ModelTurn
-from weakincentives.adapters._cache import (
+from weakincentives.adapters import (
     CacheStats,
-    NullCache,
+    FunctionAdapter,
+    FunctionReply,
+    ModelRequest,
+    ModelTurn,
     ResponseCache,
+)
+from weakincentives.adapters._cache import (
+    NullCache,
     SQLiteResponseCache,
     cache_key,
     cached_model_call,

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from weakincentives import serde
 from weakincentives.evals import Dataset, Sample
-from weakincentives.evals._dataset import _canonical
-from weakincentives.evals._local_run import SampleSource
+from weakincentives.evals.dataset._dataset import canonical_bytes
+from weakincentives.evals.runner._scheduler import SampleSource
 
 
 def reference_canonical(sample: Sample[Any, Any]) -> bytes:
@@ -77,7 +77,7 @@ SAMPLES: list[Sample[Any, Any]] = [
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
 def test_each_sample_hashes_as_before(sample: Sample[Any, Any]) -> None:
-    assert _canonical(sample) == reference_canonical(sample)
+    assert canonical_bytes(sample) == reference_canonical(sample)
 
 
 def test_dataset_and_streamed_hashes_equal_the_reference_digest() -> None:
@@ -107,4 +107,4 @@ def test_any_json_sample_hashes_as_before(
     sample_id: str, value: Any, expected: Any, metadata: dict[str, Any]
 ) -> None:
     sample = Sample(id=sample_id, input=value, expected=expected, metadata=metadata)
-    assert _canonical(sample) == reference_canonical(sample)
+    assert canonical_bytes(sample) == reference_canonical(sample)

@@ -44,7 +44,7 @@ from weakincentives.evals import (
     run_eval,
     submit_dataset,
 )
-from weakincentives.evals._execute import SampleOutcome
+from weakincentives.evals.runner._sample import SampleOutcome
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import (
     AgentLoop,

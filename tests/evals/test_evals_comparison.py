@@ -18,7 +18,7 @@ from weakincentives.evals import (
     compare_results,
     stats,
 )
-from weakincentives.evals._render import comparison_table
+from weakincentives.evals.report._render import comparison_table
 
 # (baseline passed, treatment passed); None = the treatment errored (counts as not passed)
 PAIRS: dict[str, tuple[int, int | None]] = {
@@ -342,7 +342,7 @@ def test_compare_all_adjusts_clustered_p_values() -> None:
 
 def test_clustered_comparisons_name_their_test_in_json_and_html() -> None:
     from weakincentives.debug import render_html_report
-    from weakincentives.evals._export import comparison_block
+    from weakincentives.evals.report._export import comparison_block
 
     report = epochs_report()
     [c] = compare_all(report, "baseline").values()
@@ -408,7 +408,7 @@ def test_compare_outcomes_on_hand_built_columns_matches_paired_stats_and_flip_ro
 
 def test_outcomes_columns_must_have_one_entry_per_result() -> None:
     from weakincentives.errors import ConfigurationError
-    from weakincentives.evals._comparison import Outcomes
+    from weakincentives.evals.report._comparison import Outcomes
 
     with pytest.raises(ConfigurationError, match="lengths"):
         Outcomes(sample_ids=["a", "b"], epochs=[0, 0], passed=[True], scores=[1.0, 0.0])

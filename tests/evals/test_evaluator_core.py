@@ -21,7 +21,9 @@ from weakincentives.errors import (
     InvalidScoreError,
     JudgeError,
 )
-from weakincentives.evals._evaluator_core import (
+from weakincentives.evals._records import ErrorKind, Score
+from weakincentives.evals.scoring._builtins import contains, exact_match
+from weakincentives.evals.scoring._protocols import (
     SESSION_AWARE_ATTR,
     adapt,
     classify_error,
@@ -30,9 +32,7 @@ from weakincentives.evals._evaluator_core import (
     run_evaluator,
     session_aware,
 )
-from weakincentives.evals._evaluators import contains, exact_match
-from weakincentives.evals._session_evaluators import tool_called
-from weakincentives.evals._types import ErrorKind, Score
+from weakincentives.evals.scoring._session_checks import tool_called
 from weakincentives.runtime.session import (
     Session,
     SessionProtocol,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from weakincentives.errors import ConfigurationError, InvalidScoreError, JudgeError
-from weakincentives.evals._evaluator_core import classify_error, evaluator_name, is_session_aware
-from weakincentives.evals._evaluators import (
+from weakincentives.evals._records import Score
+from weakincentives.evals.scoring._builtins import (
     adapt,
     all_of,
     any_of,
@@ -20,8 +20,8 @@ from weakincentives.evals._evaluators import (
     not_,
     threshold,
 )
-from weakincentives.evals._session_evaluators import tool_called
-from weakincentives.evals._types import Score
+from weakincentives.evals.scoring._protocols import classify_error, evaluator_name, is_session_aware
+from weakincentives.evals.scoring._session_checks import tool_called
 from weakincentives.runtime.session import (
     Session,
     SessionView,

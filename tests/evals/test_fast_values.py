@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from weakincentives import serde
-from weakincentives.evals._types import (
+from weakincentives.evals._records import (
     EvalRequest,
     EvalResult,
     Metric,

@@ -47,8 +47,8 @@ from weakincentives.evals import (
     threshold,
     tool_called,
 )
-from weakincentives.evals._evaluator_core import INLINE_ATTR
-from weakincentives.evals._target import prepare_scorer
+from weakincentives.evals.runner._target import prepare_scorer
+from weakincentives.evals.scoring._protocols import INLINE_ATTR
 from weakincentives.runtime.session import Session, SessionView
 
 BACKENDS = ["asyncio", "trio"]

@@ -18,9 +18,8 @@ from weakincentives.errors import (
     JudgeError,
     RateLimitError,
 )
-from weakincentives.evals._evaluator_core import classify_error, evaluator_name, is_session_aware
-from weakincentives.evals._evaluators import all_of, contains
-from weakincentives.evals._judge import (
+from weakincentives.evals.scoring._builtins import all_of, contains
+from weakincentives.evals.scoring._judge import (
     JUDGE_TEMPLATE,
     JudgeOutput,
     JudgeRating,
@@ -28,7 +27,8 @@ from weakincentives.evals._judge import (
     llm_judge,
     pairwise_judge,
 )
-from weakincentives.evals._session_evaluators import tool_called
+from weakincentives.evals.scoring._protocols import classify_error, evaluator_name, is_session_aware
+from weakincentives.evals.scoring._session_checks import tool_called
 from weakincentives.prompt import Prompt
 from weakincentives.runtime.session import PromptExecuted, Session, TokenUsage
 

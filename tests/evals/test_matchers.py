@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
-from weakincentives.evals._evaluator_core import evaluator_name
-from weakincentives.evals._matchers import json_equal, numeric_close, regex_match, regex_search
+from weakincentives.evals.scoring._matchers import (
+    json_equal,
+    numeric_close,
+    regex_match,
+    regex_search,
+)
+from weakincentives.evals.scoring._protocols import evaluator_name
 
 # -- regular expressions ------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ import pytest
 
 import weakincentives
 from weakincentives import serde
-from weakincentives.evals import Dataset, Sample, _fingerprint
-from weakincentives.evals._fingerprint import (
+from weakincentives.evals import Dataset, Sample
+from weakincentives.evals.store import _fingerprint
+from weakincentives.evals.store._fingerprint import (
     Fingerprint,
     diff_fingerprints,
     qualified_name,

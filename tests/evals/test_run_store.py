@@ -17,10 +17,10 @@ import pytest
 from weakincentives.clock import FakeClock
 from weakincentives.errors import ConfigurationError, FingerprintMismatchError, RunStoreError
 from weakincentives.evals import EvalReport
-from weakincentives.evals._fingerprint import Fingerprint
-from weakincentives.evals._runfile import iter_results, latest_results
-from weakincentives.evals._store import RunStore
-from weakincentives.evals._types import ErrorKind, EvalResult, Score
+from weakincentives.evals._records import ErrorKind, EvalResult, Score
+from weakincentives.evals.store._files import iter_results, latest_results
+from weakincentives.evals.store._fingerprint import Fingerprint
+from weakincentives.evals.store._run_store import RunStore
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.session import TokenUsage
 
@@ -366,9 +366,9 @@ def test_a_sigkilled_writer_leaves_a_readable_resumable_run(tmp_path: Path) -> N
     script = """
 import sys
 from weakincentives.evals import EvalReport
-from weakincentives.evals._fingerprint import Fingerprint
-from weakincentives.evals._store import RunStore
-from weakincentives.evals._types import EvalResult, Score
+from weakincentives.evals.store._fingerprint import Fingerprint
+from weakincentives.evals.store._run_store import RunStore
+from weakincentives.evals._records import EvalResult, Score
 
 run = RunStore(sys.argv[1]).create(Fingerprint(dataset_sha256="0" * 64), run_id="killed")
 i = 0

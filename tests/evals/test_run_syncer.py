@@ -13,11 +13,11 @@ import pytest
 
 from weakincentives.clock import FakeClock
 from weakincentives.errors import RunStoreError
-from weakincentives.evals._fingerprint import Fingerprint
-from weakincentives.evals._run import RunHandle
-from weakincentives.evals._runfile import MANIFEST_FILE, iter_results
-from weakincentives.evals._store import RunStore
-from weakincentives.evals._types import EvalResult, Score
+from weakincentives.evals._records import EvalResult, Score
+from weakincentives.evals.store._files import MANIFEST_FILE, iter_results
+from weakincentives.evals.store._fingerprint import Fingerprint
+from weakincentives.evals.store._handle import RunHandle
+from weakincentives.evals.store._run_store import RunStore
 
 WAIT = 5.0  # seconds a test waits for the syncer before it fails
 FINGERPRINT = Fingerprint(dataset_sha256="0" * 64)
@@ -284,7 +284,7 @@ def test_finish_that_fails_before_its_manifest_still_syncs_and_lets_go(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("manifest serializer broke")
 
-    monkeypatch.setattr("weakincentives.evals._run.write_manifest", broken)
+    monkeypatch.setattr("weakincentives.evals.store._handle.write_manifest", broken)
     with pytest.raises(RuntimeError, match="serializer broke"):
         run.finish()
 

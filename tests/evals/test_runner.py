@@ -15,7 +15,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-import weakincentives.evals._local_run as local_run
+import weakincentives.evals.runner._scheduler as local_run
 from tests.helpers import calculator_model, calculator_tool
 from weakincentives.adapters import FunctionAdapter, ModelRequest, SQLiteResponseCache
 from weakincentives.clock import FakeClock

@@ -33,8 +33,8 @@ from weakincentives.evals import (
     exact_match,
     run_eval,
 )
-from weakincentives.evals._execute import execute_function, execute_sample
-from weakincentives.evals._local_run import slim
+from weakincentives.evals.runner._sample import execute_function, execute_sample
+from weakincentives.evals.runner._scheduler import slim
 from weakincentives.runtime import FunctionLoop, PromptExecuted, Session
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 

@@ -11,8 +11,9 @@ import pytest
 from tests.helpers import ScriptedModel, calculator_tool
 from weakincentives.adapters import FunctionAdapter, FunctionReply
 from weakincentives.errors import ConfigurationError
-from weakincentives.evals._evaluator_core import evaluator_name, is_session_aware, run_evaluator
-from weakincentives.evals._session_evaluators import (
+from weakincentives.evals._records import Score
+from weakincentives.evals.scoring._protocols import evaluator_name, is_session_aware, run_evaluator
+from weakincentives.evals.scoring._session_checks import (
     all_tools_succeeded,
     latency_under,
     max_model_requests,
@@ -24,7 +25,6 @@ from weakincentives.evals._session_evaluators import (
     tool_not_called,
     tool_sequence,
 )
-from weakincentives.evals._types import Score
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate, Tool, ToolContext
 from weakincentives.runtime.session import (
     PromptExecuted,

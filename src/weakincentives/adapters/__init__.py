@@ -9,9 +9,7 @@ are `CacheableAdapter`s: `adapter.with_cache(cache)` is a copy that replays reco
 from typing import TYPE_CHECKING, Any
 
 from weakincentives.adapters._cache import (
-    CacheStats,
     NullCache,
-    ResponseCache,
     SQLiteResponseCache,
     cache_key,
     cached_model_call,
@@ -24,11 +22,13 @@ from weakincentives.adapters._provenance import (
 )
 from weakincentives.adapters._types import (
     CacheableAdapter,
+    CacheStats,
     Heartbeat,
     ModelRequest,
     ModelTurn,
     PromptResponse,
     ProviderAdapter,
+    ResponseCache,
 )
 from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
 

@@ -38,10 +38,9 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -49,13 +48,11 @@ from weakincentives.errors import ConfigurationError, SerdeError
 from weakincentives.prompt import ToolSpec
 from weakincentives.runtime.session import ChatMessage
 
-from ._types import ModelRequest, ModelTurn
+from ._types import CacheStats, ModelRequest, ModelTurn, ResponseCache
 
 __all__ = [
     "CACHE_KEY_VERSION",
-    "CacheStats",
     "NullCache",
-    "ResponseCache",
     "SQLiteResponseCache",
     "cache_key",
     "cached_model_call",
@@ -66,41 +63,6 @@ CACHE_KEY_VERSION = 1
 """Part of every key; bump it when what a key covers changes, to start from an empty cache."""
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class CacheStats:
-    """Lookups and writes since the cache object was created."""
-
-    hits: int = 0
-    """Lookups that found a value."""
-    misses: int = 0
-    """Lookups that found nothing."""
-    writes: int = 0
-    """Values stored."""
-
-    @property
-    def hit_rate(self) -> float:
-        """Share of lookups that hit: hits / (hits + misses), 0.0 before any lookup."""
-        lookups = self.hits + self.misses
-        return self.hits / lookups if lookups else 0.0
-
-
-class ResponseCache(Protocol):
-    """A key -> bytes store for model responses. Implementations must be thread-safe."""
-
-    def get(self, key: str) -> bytes | None:
-        """Return the value stored under `key` (None on a miss), counting a hit or a miss."""
-        ...
-
-    def put(self, key: str, value: bytes) -> None:
-        """Store `value` under `key`, replacing any previous value."""
-        ...
-
-    @property
-    def stats(self) -> CacheStats:
-        """Hits, misses and writes so far."""
-        ...
 
 
 class _Counters:

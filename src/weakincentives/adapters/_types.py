@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, Self, TypeVar, runtime_checkable
 
 from weakincentives.prompt import Prompt, ToolSpec
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
 
-if TYPE_CHECKING:
-    from ._cache import ResponseCache
-
 __all__ = [
+    "CacheStats",
     "CacheableAdapter",
     "Heartbeat",
     "ModelRequest",
     "ModelTurn",
     "PromptResponse",
     "ProviderAdapter",
+    "ResponseCache",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -97,6 +96,41 @@ class ModelTurn:
     """Tokens this call used."""
     model: str | None = None
     """Model name the provider reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Lookups and writes since the cache object was created."""
+
+    hits: int = 0
+    """Lookups that found a value."""
+    misses: int = 0
+    """Lookups that found nothing."""
+    writes: int = 0
+    """Values stored."""
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of lookups that hit: hits / (hits + misses), 0.0 before any lookup."""
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else 0.0
+
+
+class ResponseCache(Protocol):
+    """A key -> bytes store for model responses. Implementations must be thread-safe."""
+
+    def get(self, key: str) -> bytes | None:
+        """Return the value stored under `key` (None on a miss), counting a hit or a miss."""
+        ...
+
+    def put(self, key: str, value: bytes) -> None:
+        """Store `value` under `key`, replacing any previous value."""
+        ...
+
+    @property
+    def stats(self) -> CacheStats:
+        """Hits, misses and writes so far."""
+        ...
 
 
 class ProviderAdapter(Protocol):

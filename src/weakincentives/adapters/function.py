@@ -31,9 +31,9 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, ToolCall
 
-from ._cache import ResponseCache, cached_model_call
+from ._cache import cached_model_call
 from ._loop import run_prompt
-from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
+from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["FunctionAdapter", "FunctionModel", "FunctionReply", "estimate_tokens"]
 

@@ -53,10 +53,10 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
 
-from ._cache import CacheStats, ResponseCache, cached_model_call
+from ._cache import cached_model_call
 from ._loop import run_prompt
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
-from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
+from ._types import CacheStats, Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
 

@@ -20,52 +20,93 @@ and read the results as a report with honest numbers:
   `inline_evaluator` marks one that never blocks (scored on the event loop);
 - `stats`: the statistics behind the report (Wilson, paired tests, McNemar, pass@k...);
 - `Experiment`, `BASELINE`, `CONTROL`, re-exported from `weakincentives.experiment`.
+
+Everything above imports from here. Where it lives, one subpackage per concept, each
+importing only the parts before it in this list (a test checks it, and that there is
+no import cycle):
+
+- `_records.py`: the records every part shares (`Sample`, `Score`, `EvalResult`, ...);
+- `stats/`: the statistics, on plain numbers;
+- `dataset/`: datasets, loading and hashing;
+- `scoring/`: evaluator protocols, built-in evaluators, session checks, the LLM judge;
+- `store/`: the run directory on disk (manifest, results file, fingerprint);
+- `report/`: `EvalReport`, comparisons, export, rendering, save/load (reads `store`);
+- `runner/`: `evaluate()` / `run_eval()`, targets, one-sample execution, progress;
+- `loop/`: `EvalLoop` and the mailbox helpers (`submit_dataset`, `collect_results`).
 """
 
 from weakincentives.experiment import BASELINE, CONTROL, Experiment
 
 from . import stats
-from ._analysis import FlakySample, GroupKey, Summary, flaky_samples, group_by, summarize
-from ._comparison import (
+from ._records import (
+    ERROR_KINDS,
+    ErrorKind,
+    EvalRequest,
+    EvalResult,
+    Metric,
+    Sample,
+    Score,
+    ToolCallRecord,
+)
+from .dataset import (
+    Dataset,
+    dataset_sha256,
+    iter_jsonl,
+    load_jsonl,
+)
+from .loop import (
+    TRANSIENT_ERRORS,
+    EvalLoop,
+    EvalLoopConfig,
+    collect_results,
+    submit_dataset,
+    submit_experiments,
+)
+from .report import (
+    REPORT_FORMAT,
+    REPORT_VERSION,
+    EvalReport,
     ExperimentComparison,
+    FlakySample,
     FlippedSample,
+    GroupKey,
     OutcomeComparison,
     Outcomes,
+    Summary,
     compare_all,
     compare_outcomes,
     compare_results,
+    flaky_samples,
+    group_by,
+    render_report,
+    report_to_dict,
+    summarize,
 )
-from ._dataset import Dataset, dataset_sha256, iter_jsonl, load_jsonl
-from ._environment import (
+from .runner import (
+    CallbackProgress,
+    DatasetSource,
     Environment,
     EnvironmentFactory,
+    EvalTarget,
+    EvaluateOptions,
+    NullProgress,
+    ProgressSink,
+    SampleOutcome,
+    as_progress,
     check_environment,
     create_environment,
+    evaluate,
+    execute_sample,
     restore_environment,
+    run_eval,
     serialize_environment,
 )
-from ._evaluator_core import (
-    Evaluator,
-    SessionEvaluator,
-    adapt,
-    classify_error,
-    evaluator_name,
-    inline_evaluator,
-    is_inline_evaluator,
-    is_session_aware,
-    run_evaluator,
-    session_aware,
-)
-from ._evaluators import all_of, any_of, contains, contains_ci, exact_match, not_, threshold
-from ._execute import SampleOutcome, execute_sample
-from ._export import report_to_dict
-from ._fingerprint import ExperimentFingerprint, Fingerprint, diff_fingerprints
-from ._helpers import collect_results, submit_dataset, submit_experiments
-from ._judge import (
+from .scoring import (
     JUDGE_TEMPLATE,
     PAIRWISE_TEMPLATE,
     PASSING_RATINGS,
     RATING_VALUES,
+    Evaluator,
     JudgeOutput,
     JudgeParams,
     JudgeRating,
@@ -75,41 +116,57 @@ from ._judge import (
     PairwiseParams,
     PairwiseVerdict,
     PairwiseWinner,
-    llm_judge,
-    pairwise_judge,
-)
-from ._loop import TRANSIENT_ERRORS, EvalLoop, EvalLoopConfig
-from ._matchers import json_equal, numeric_close, regex_match, regex_search
-from ._progress import CallbackProgress, NullProgress, ProgressSink, as_progress
-from ._render import render_report
-from ._report import EvalReport
-from ._report_io import REPORT_FORMAT, REPORT_VERSION
-from ._run import RunCounts, RunHandle, RunManifest, RunStatus
-from ._runfile import MANIFEST_FILE, RESULTS_FILE, iter_results, latest_results
-from ._runner import DatasetSource, EvalTarget, EvaluateOptions, evaluate, run_eval
-from ._session_evaluators import (
+    SessionEvaluator,
+    Trajectory,
+    TrajectoryScorer,
+    adapt,
+    all_of,
     all_tools_succeeded,
+    any_of,
+    classify_error,
+    contains,
+    contains_ci,
+    evaluator_name,
+    exact_match,
+    inline_evaluator,
+    is_inline_evaluator,
+    is_session_aware,
+    is_trajectory_scorer,
+    json_equal,
     latency_under,
+    llm_judge,
     max_model_requests,
+    not_,
+    numeric_close,
+    pairwise_judge,
+    regex_match,
+    regex_search,
+    run_evaluator,
+    session_aware,
     slice_contains,
+    threshold,
     token_usage_under,
     tool_args_match,
     tool_call_count,
     tool_called,
     tool_not_called,
     tool_sequence,
+    trajectory_scorer,
 )
-from ._store import RunStore, new_run_id
-from ._trajectory import Trajectory, TrajectoryScorer, is_trajectory_scorer, trajectory_scorer
-from ._types import (
-    ERROR_KINDS,
-    ErrorKind,
-    EvalRequest,
-    EvalResult,
-    Metric,
-    Sample,
-    Score,
-    ToolCallRecord,
+from .store import (
+    MANIFEST_FILE,
+    RESULTS_FILE,
+    ExperimentFingerprint,
+    Fingerprint,
+    RunCounts,
+    RunHandle,
+    RunManifest,
+    RunStatus,
+    RunStore,
+    diff_fingerprints,
+    iter_results,
+    latest_results,
+    new_run_id,
 )
 
 __all__ = [

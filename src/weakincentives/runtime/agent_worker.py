@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from weakincentives.errors import (
     AdapterConnectionError,
@@ -45,8 +45,9 @@ from weakincentives.runtime.worker import MailboxWorker
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from weakincentives.adapters import Heartbeat, PromptResponse
     from weakincentives.clock import Clock
-    from weakincentives.runtime.agent_loop import AgentLoop
+    from weakincentives.runtime.session import Session
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -177,6 +178,27 @@ def reply_target(
     return target if target is not None else results
 
 
+class _ServedLoop(Protocol):
+    """What the worker needs of an `AgentLoop` (a Protocol: `agent_loop` imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def execute(
+        self,
+        request: Any,
+        *,
+        experiment: Experiment | None = None,
+        deadline: Deadline | float | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+        on_prepared: Callable[[Session], None] | None = None,
+    ) -> tuple[PromptResponse[Any], Session]: ...
+
+
 class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]):
     """Answers `AgentLoopRequest`s from `requests` with `loop` (see the module docstring).
 
@@ -206,7 +228,7 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
 
     def __init__(
         self,
-        loop: AgentLoop[Any, Any],
+        loop: _ServedLoop,
         *,
         requests: Mailbox[AgentLoopRequest[Any], AgentLoopResult[Any]],
         results: Mailbox[AgentLoopResult[Any], Any] | None = None,

@@ -2,7 +2,8 @@
 
 Pure Python and numpy; the numbers match statsmodels and scipy (checked by the tests).
 numpy is imported by the functions that use it, on their first call: importing this
-package (or running an eval) does not load it.
+package (or running an eval) does not load it. It may import nothing else of `evals`:
+every other part may use it.
 Results are frozen dataclasses; bad input raises `InvalidStatisticError`.
 
 Rates and means:

@@ -8,7 +8,13 @@ timeout passes. Replies go to the sender's `reply_to`, a mailbox or a name resol
 """
 
 from weakincentives.runtime.mailbox._in_memory import InMemoryMailbox, InMemoryMailboxFactory
-from weakincentives.runtime.mailbox._message import Message
+from weakincentives.runtime.mailbox._limits import (
+    MAX_MESSAGES,
+    MAX_TIMEOUT_SECONDS,
+    MAX_WAIT_SECONDS,
+    check_receive_arguments,
+    check_timeout,
+)
 from weakincentives.runtime.mailbox._resolvers import CompositeResolver, RegistryResolver
 from weakincentives.runtime.mailbox._testing import (
     CollectingMailbox,
@@ -16,16 +22,12 @@ from weakincentives.runtime.mailbox._testing import (
     MailboxOperation,
 )
 from weakincentives.runtime.mailbox._types import (
-    MAX_MESSAGES,
-    MAX_TIMEOUT_SECONDS,
-    MAX_WAIT_SECONDS,
     Mailbox,
     MailboxFactory,
     MailboxResolver,
+    Message,
     ReceiptSettler,
     SupportsSendMany,
-    check_receive_arguments,
-    check_timeout,
 )
 
 __all__ = [

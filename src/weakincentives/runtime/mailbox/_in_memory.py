@@ -21,13 +21,8 @@ from weakincentives.errors import (
     MailboxFullError,
     ReceiptHandleExpiredError,
 )
-from weakincentives.runtime.mailbox._message import Message
-from weakincentives.runtime.mailbox._types import (
-    Mailbox,
-    MailboxResolver,
-    check_receive_arguments,
-    check_timeout,
-)
+from weakincentives.runtime.mailbox._limits import check_receive_arguments, check_timeout
+from weakincentives.runtime.mailbox._types import Mailbox, MailboxResolver, Message
 
 __all__ = ["InMemoryMailbox", "InMemoryMailboxFactory"]
 

@@ -15,8 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import MessageDecodeError
 from weakincentives.runtime.mailbox._in_memory import InMemoryMailbox
-from weakincentives.runtime.mailbox._message import Message, rebind
-from weakincentives.runtime.mailbox._types import Mailbox, MailboxResolver
+from weakincentives.runtime.mailbox._types import Mailbox, MailboxResolver, Message, rebind
 
 __all__ = ["CollectingMailbox", "FakeMailbox", "MailboxOperation"]
 

@@ -1,45 +1,31 @@
-"""The mailbox protocols and the argument rules every backend shares.
+"""The mailbox protocols and `Message`, one delivery with the calls that settle it.
 
-Backends implement these protocols structurally; they do not inherit from them. The
-argument checks live here so that every backend rejects the same values with the same
-message (the contract suite checks it).
+Backends implement these protocols structurally; they do not inherit from them.
+`Mailbox` hands out `Message`s and a `Message` replies to a `Mailbox`, so the two live in
+one module. The argument checks every backend shares are in `_limits.py`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
-from weakincentives.errors import MailboxArgumentError
-
-if TYPE_CHECKING:
-    from weakincentives.runtime.mailbox._message import Message
+from weakincentives.errors import MailboxResolutionError, MessageDecodeError, NoReplyToError
+from weakincentives.runtime.mailbox._limits import check_timeout
 
 __all__ = [
-    "MAX_MESSAGES",
-    "MAX_TIMEOUT_SECONDS",
-    "MAX_WAIT_SECONDS",
     "Mailbox",
     "MailboxFactory",
     "MailboxResolver",
+    "Message",
     "ReceiptSettler",
     "SupportsSendMany",
-    "check_receive_arguments",
-    "check_timeout",
+    "rebind",
 ]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-MAX_MESSAGES = 10
-"""The most messages one `receive` call may ask for (as in SQS)."""
-
-MAX_TIMEOUT_SECONDS = 43_200.0
-"""The longest visibility timeout, nack timeout or send delay: 12 hours (as in SQS)."""
-
-MAX_WAIT_SECONDS = 20.0
-"""The longest long poll one `receive` call may ask for (as in SQS)."""
 
 
 @runtime_checkable
@@ -196,43 +182,253 @@ class MailboxFactory(Protocol[T]):
         ...
 
 
-def check_timeout(name: str, value: float, *, maximum: float = MAX_TIMEOUT_SECONDS) -> None:
-    """Reject a timeout that is not a finite number of seconds in `[0, maximum]`.
+class Message(Generic[T, R]):
+    """One delivery of a message: its body, its metadata and its receipt handle.
+
+    Backends build messages; consumers read them and settle them with `acknowledge`,
+    `nack` or `extend_visibility`, and answer them with `reply`. A message that could not
+    be decoded (a backend that stores bytes found a payload it cannot read) is still
+    delivered, built with `Message.undecodable`: its `body` raises `MessageDecodeError`,
+    `raw_body` holds the payload, so a worker can dead-letter it instead of looping.
 
     Args:
-        name: The argument's name, for the message.
-        value: The value to check.
-        maximum: The largest allowed value.
-
-    Raises:
-        MailboxArgumentError: The value is negative, too large, or not finite.
+        id: The message id, stable across deliveries.
+        body: The decoded body.
+        receipt_handle: This delivery's handle.
+        delivery_count: 1 on the first delivery, one more on each redelivery.
+        enqueued_at: When the message was sent (UTC).
+        settler: The backend object that settles this delivery.
+        reply_to: Where replies go: a mailbox, a name to resolve, or None.
+        resolver: Resolves a `reply_to` name (None: names cannot be resolved).
+        raw_body: The payload as stored by the backend, when it has one.
     """
-    if not math.isfinite(value) or not 0.0 <= value <= maximum:
-        raise MailboxArgumentError(
-            f"{name} must be a number of seconds between 0 and {maximum:g}, got {value!r}",
+
+    __slots__ = (
+        "_body",
+        "_decode_error",
+        "_delivery_count",
+        "_enqueued_at",
+        "_id",
+        "_raw_body",
+        "_receipt_handle",
+        "_reply_target",
+        "_reply_to",
+        "_resolver",
+        "_settled",
+        "_settler",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        body: T,
+        receipt_handle: str,
+        delivery_count: int,
+        enqueued_at: datetime,
+        settler: ReceiptSettler,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        resolver: MailboxResolver[R] | None = None,
+        raw_body: str | bytes | None = None,
+    ) -> None:
+        self._id = id
+        self._body = body
+        self._decode_error: MessageDecodeError | None = None
+        self._receipt_handle = receipt_handle
+        self._delivery_count = delivery_count
+        self._enqueued_at = enqueued_at
+        self._settler = settler
+        self._reply_to = reply_to
+        self._resolver = resolver
+        self._raw_body = raw_body
+        self._settled = False
+        self._reply_target: Mailbox[R, Any] | None = None
+
+    @classmethod
+    def undecodable(
+        cls,
+        *,
+        id: str,
+        raw_body: str | bytes,
+        error: MessageDecodeError,
+        receipt_handle: str,
+        delivery_count: int,
+        enqueued_at: datetime,
+        settler: ReceiptSettler,
+        reply_to: Mailbox[R, Any] | str | None = None,
+        resolver: MailboxResolver[R] | None = None,
+    ) -> Message[T, R]:
+        """Build a delivery whose payload could not be decoded into `T`.
+
+        Reading `body` raises `error`; `raw_body` and `decode_error` describe it.
+        """
+        message: Message[T, R] = cls(
+            id=id,
+            body=cast("T", None),
+            receipt_handle=receipt_handle,
+            delivery_count=delivery_count,
+            enqueued_at=enqueued_at,
+            settler=settler,
+            reply_to=reply_to,
+            resolver=resolver,
+            raw_body=raw_body,
+        )
+        message._decode_error = error
+        return message
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(id={self._id!r}, delivery_count={self._delivery_count}, "
+            f"reply_to={self.reply_to_name!r}, decodable={self._decode_error is None})"
         )
 
+    @property
+    def id(self) -> str:
+        """The message id, the same on every delivery."""
+        return self._id
 
-def check_receive_arguments(
-    max_messages: int,
-    visibility_timeout: float,
-    wait_time_seconds: float,
-) -> None:
-    """Reject out-of-range `receive` arguments (every backend calls this first).
+    @property
+    def body(self) -> T:
+        """The decoded body.
 
-    Raises:
-        MailboxArgumentError: An argument is out of range.
+        Raises:
+            MessageDecodeError: The backend could not decode the payload (see `raw_body`).
+        """
+        if self._decode_error is not None:
+            raise self._decode_error
+        return self._body
+
+    @property
+    def raw_body(self) -> str | bytes | None:
+        """The payload as the backend stored it, or None for backends that store objects."""
+        return self._raw_body
+
+    @property
+    def decode_error(self) -> MessageDecodeError | None:
+        """Why the payload could not be decoded, or None when `body` is usable."""
+        return self._decode_error
+
+    @property
+    def receipt_handle(self) -> str:
+        """This delivery's handle; stale once the message is settled or redelivered."""
+        return self._receipt_handle
+
+    @property
+    def delivery_count(self) -> int:
+        """How many times the message has been delivered, this delivery included."""
+        return self._delivery_count
+
+    @property
+    def enqueued_at(self) -> datetime:
+        """When the message was sent (UTC)."""
+        return self._enqueued_at
+
+    @property
+    def settled(self) -> bool:
+        """True once this delivery was acknowledged or nacked through this object."""
+        return self._settled
+
+    @property
+    def reply_to_name(self) -> str | None:
+        """The name of the reply-to mailbox, or None when the sender gave none."""
+        if self._reply_to is None or isinstance(self._reply_to, str):
+            return self._reply_to
+        return self._reply_to.name
+
+    @property
+    def reply_to(self) -> Mailbox[R, Any] | None:
+        """The reply-to mailbox (resolved from its name on first use), or None.
+
+        Raises:
+            MailboxResolutionError: The name cannot be resolved.
+        """
+        if self._reply_to is None or not isinstance(self._reply_to, str):
+            return self._reply_to
+        if self._reply_target is None:
+            self._reply_target = self._resolve(self._reply_to)
+        return self._reply_target
+
+    def _resolve(self, name: str) -> Mailbox[R, Any]:
+        if self._resolver is None:
+            raise MailboxResolutionError(
+                f"message {self._id!r} has reply_to={name!r} but its mailbox has no "
+                "reply resolver; pass reply_resolver= (for example a CompositeResolver "
+                "or an InMemoryMailboxFactory) when creating the mailbox",
+            )
+        return self._resolver.resolve(name)
+
+    def acknowledge(self) -> None:
+        """Delete the message: processing succeeded.
+
+        Raises:
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        self._settler.acknowledge(self._receipt_handle)
+        self._settled = True
+
+    def nack(self, visibility_timeout: float = 0.0) -> None:
+        """Return the message to the queue, visible again after `visibility_timeout` s.
+
+        Raises:
+            MailboxArgumentError: The timeout is out of range.
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        check_timeout("visibility_timeout", visibility_timeout)
+        self._settler.nack(self._receipt_handle, visibility_timeout)
+        self._settled = True
+
+    def extend_visibility(self, timeout: float) -> None:
+        """Keep the message invisible until `timeout` seconds from now.
+
+        Raises:
+            MailboxArgumentError: The timeout is out of range.
+            ReceiptHandleExpiredError: This delivery no longer owns the message.
+            MailboxClosedError: The mailbox was closed.
+        """
+        check_timeout("timeout", timeout)
+        self._settler.extend_visibility(self._receipt_handle, timeout)
+
+    def reply(self, body: R) -> str:
+        """Send `body` to the reply-to mailbox and return the reply's message id.
+
+        A message may be answered several times (progress updates, then a result).
+
+        Raises:
+            NoReplyToError: The message was sent without `reply_to`.
+            MailboxResolutionError: The reply-to name cannot be resolved.
+        """
+        target = self.reply_to
+        if target is None:
+            raise NoReplyToError(
+                f"message {self._id!r} was sent without reply_to, so it cannot be "
+                "answered; pass reply_to= to send() when the sender expects replies",
+            )
+        return target.send(body)
+
+
+def rebind(
+    message: Message[T, R],
+    settler: ReceiptSettler,
+    *,
+    decode_error: MessageDecodeError | None = None,
+    raw_body: str | bytes | None = None,
+) -> Message[T, R]:
+    """Copy `message` with another settler (and optionally mark it undecodable).
+
+    Used by the test doubles, which wrap an in-memory mailbox's deliveries.
     """
-    if (  # the usual case in one test (NaN and infinities fail it, and are reported below)
-        type(max_messages) is int
-        and 1 <= max_messages <= MAX_MESSAGES
-        and 0.0 <= visibility_timeout <= MAX_TIMEOUT_SECONDS
-        and 0.0 <= wait_time_seconds <= MAX_WAIT_SECONDS
-    ):
-        return
-    if isinstance(max_messages, bool) or not 1 <= max_messages <= MAX_MESSAGES:
-        raise MailboxArgumentError(
-            f"max_messages must be an integer between 1 and {MAX_MESSAGES}, got {max_messages!r}",
-        )
-    check_timeout("visibility_timeout", visibility_timeout)
-    check_timeout("wait_time_seconds", wait_time_seconds, maximum=MAX_WAIT_SECONDS)
+    copy: Message[T, R] = Message(
+        id=message._id,
+        body=message._body,
+        receipt_handle=message._receipt_handle,
+        delivery_count=message._delivery_count,
+        enqueued_at=message._enqueued_at,
+        settler=settler,
+        reply_to=message._reply_to,
+        resolver=message._resolver,
+        raw_body=raw_body if raw_body is not None else message._raw_body,
+    )
+    copy._decode_error = decode_error or message._decode_error
+    return copy

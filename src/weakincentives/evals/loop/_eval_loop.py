@@ -1,0 +1,317 @@
+"""`EvalLoop`: a mailbox worker that evaluates `EvalRequest`s through an `AgentLoop`.
+
+Delivery is at-least-once: a sample may run twice (a worker died, a shutdown took it
+back, a lease ran out) and its result may then be sent twice. Results carry their
+request id, so `collect_results` counts each request once: the *report* is exactly-once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import ConfigurationError, MessageDecodeError
+from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
+from weakincentives.runtime.agent_worker import (
+    TRANSIENT_ERRORS,
+    reply_target,
+    should_retry,
+    with_decode_errors_dead_lettered,
+)
+from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundle_recorder
+from weakincentives.runtime.dlq import DLQPolicy, RetryPolicy
+from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
+from weakincentives.runtime.limits import Budget
+from weakincentives.runtime.mailbox import Mailbox, Message
+from weakincentives.runtime.worker import MailboxWorker
+
+from .._records import EvalRequest, EvalResult, Score
+from ..runner import (
+    AsyncFunctionExecutor,
+    SampleOutcome,
+    execute_function,
+    execute_sample,
+    prepare_scorer,
+)
+
+__all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalLoopConfig:
+    """How an `EvalLoop` runs each sample."""
+
+    lease_extender: LeaseExtenderConfig | None = None
+    """Extend a message's visibility while its sample runs (heartbeat-driven)."""
+    debug_bundle_dir: Path | None = None
+    """Write one debug bundle per sample under this directory (shorthand for `debug_bundle`)."""
+    debug_bundle: DebugBundleConfig | None = None
+    """Full debug bundle configuration (wins over `debug_bundle_dir`)."""
+    timeout: float | None = None
+    """Per-sample deadline in seconds (recorded as an error of kind `timeout`)."""
+    budget: Budget | None = None
+    """Token budget per sample (recorded as an error of kind `budget`)."""
+    record_transcript: bool = True
+    """Keep messages and tool calls on each result (for `wink query` and the viewer)."""
+    transient_errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS
+    """Agent exceptions retried (while the retry and dead-letter policies allow) before
+    the error result is sent."""
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not self.timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
+
+    def bundle_config(self) -> DebugBundleConfig | None:
+        """The effective debug bundle configuration, if bundles are on."""
+        if self.debug_bundle is not None:
+            return self.debug_bundle
+        if self.debug_bundle_dir is not None:
+            return DebugBundleConfig(directory=Path(self.debug_bundle_dir))
+        return None
+
+
+class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
+    """Evaluates samples received from `requests` and replies with `EvalResult`s.
+
+    For each `EvalRequest(sample, experiment)` the loop executes the sample through
+    `loop` under the request's experiment, scores the output with `evaluator` (a
+    session-aware evaluator also gets the session), replies the result to the message's
+    `reply_to` (or to `results` when the message has none) and acknowledges. Every
+    outcome is a result: an agent that raised, no output, an evaluator or judge that
+    raised, a timeout, a budget overrun, each with its `error_kind`. Transient agent
+    failures (`EvalLoopConfig.transient_errors`) are retried while the retry and
+    dead-letter policies allow; the last allowed delivery sends the error result. A body
+    that is not an `EvalRequest` is dead-lettered at once.
+
+    A `FunctionLoop` around an `async def` runs its samples as tasks on one event loop
+    (see `MailboxWorker.handles_async`) instead of a thread each: the way to run hundreds
+    of I/O-bound samples at once. Its per-sample timeout cancels the function.
+
+    Args:
+        loop: The agent under test (the production `AgentLoop`).
+        evaluator: `(output, expected) -> Score`, or session-aware `(output, expected,
+            session) -> Score`.
+        requests: Mailbox of `EvalRequest`s (None: only `evaluate` can be used).
+        config: Per-sample settings (timeouts, budgets, bundles, leases).
+        dlq: Dead-letter policy for messages given up on.
+        max_concurrent: Samples in flight at once.
+        results: Where results go when a request has no `reply_to` (None: dropped with
+            a warning).
+        retry: Retry limit and backoff between deliveries.
+        clock: Clock for latencies, deadlines and heartbeats.
+        name: Name in logs and health reports.
+    """
+
+    def __init__(
+        self,
+        *,
+        loop: AgentLoop[Any, Any],
+        evaluator: Callable[..., Score],
+        requests: Mailbox[EvalRequest[Any, Any], EvalResult] | None = None,
+        config: EvalLoopConfig | None = None,
+        dlq: DLQPolicy[EvalRequest[Any, Any]] | None = None,
+        max_concurrent: int = 1,
+        results: Mailbox[EvalResult, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        name: str | None = None,
+    ) -> None:
+        self.config = config or EvalLoopConfig()
+        self._retry_policy = retry or RetryPolicy()
+        self._dlq_policy = with_decode_errors_dead_lettered(dlq)
+        super().__init__(
+            requests=requests, name=name, clock=clock, max_concurrent=max_concurrent,
+            retry=self._retry_policy, dlq=self._dlq_policy, lease=self.config.lease_extender,
+        )  # fmt: skip
+        self.loop = loop
+        self.evaluator = evaluator
+        # Its kind (plain, session-aware, trajectory) read from the signature once here,
+        # not per sample (inspect.signature was a quarter of the per-sample cost).
+        self._scorer = prepare_scorer(evaluator, None)
+        self._async_executor: AsyncFunctionExecutor | None = None
+        if isinstance(loop, FunctionLoop) and loop.is_async:
+            self._async_executor = AsyncFunctionExecutor(loop, self._scorer)
+        self.results = results
+        self._eval_clock = clock
+
+    def handle(
+        self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
+    ) -> None:
+        """Evaluate one request and reply with its result (see the class docstring)."""
+        request = _request_of(message)
+        target = reply_target(message, self.results)  # before the run: it may not resolve
+        outcome = self.evaluate(request, heartbeat=heartbeat, delivery_count=message.delivery_count)
+        self._reply(message, request, outcome, target)
+
+    @property
+    def handles_async(self) -> bool:
+        """True when `loop` is a `FunctionLoop` around an `async def`."""
+        return self._async_executor is not None
+
+    async def handle_async(
+        self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
+    ) -> None:
+        """`handle` for an async `FunctionLoop`: awaited on the loop's event loop."""
+        request = _request_of(message)
+        target = reply_target(message, self.results)
+        outcome = await self.evaluate_async(request, delivery_count=message.delivery_count)
+        self._reply(message, request, outcome, target)
+
+    def _reply(
+        self,
+        message: Message[EvalRequest[Any, Any], EvalResult],
+        request: EvalRequest[Any, Any],
+        outcome: SampleOutcome,
+        target: Mailbox[EvalResult, Any] | None,
+    ) -> None:
+        self._raise_if_retrying(outcome, message.delivery_count)
+        if target is not None:
+            target.send(outcome.result)
+        else:
+            _log.warning(
+                "%s: request %s has no reply_to and the loop has no results mailbox; "
+                "its result is dropped", self.name, request.request_id,
+            )  # fmt: skip
+
+    async def evaluate_async(
+        self, request: EvalRequest[Any, Any], *, delivery_count: int = 1
+    ) -> SampleOutcome:
+        """`evaluate` for a `FunctionLoop` around an `async def`, on the running loop.
+
+        Raises:
+            ConfigurationError: `loop` is not such a `FunctionLoop`.
+        """
+        execute = self._async_executor
+        if execute is None:
+            raise ConfigurationError(
+                f"{self.name}: evaluate_async needs a FunctionLoop around an async def; "
+                f"loop {self.loop.name} is not one (call evaluate)"
+            )
+        config = self.config
+        bundles = config.bundle_config()
+        if bundles is None:
+            return await execute(
+                request, timeout=config.timeout,
+                record_transcript=config.record_transcript, delivery_count=delivery_count,
+                clock=self._eval_clock,
+            )  # fmt: skip
+        # The bundle is written when the block ends, on the loop's thread: a few ms per
+        # sample, which bundles (a debugging aid) may cost.
+        with self._recorder(bundles, request) as rec:
+            rec.set_request(request)
+            outcome = await execute(
+                request, timeout=config.timeout,
+                record_transcript=config.record_transcript, delivery_count=delivery_count,
+                clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
+            )  # fmt: skip
+            _record_outcome(rec, outcome)
+        return _with_bundle(outcome, rec)
+
+    def evaluate(
+        self,
+        request: EvalRequest[Any, Any],
+        *,
+        heartbeat: Callable[[], None] | None = None,
+        delivery_count: int = 1,
+    ) -> SampleOutcome:
+        """Execute and score one request directly (no mailbox), writing its bundle."""
+        config = self.config
+        bundles = config.bundle_config()
+        if bundles is None and type(self.loop) is FunctionLoop and not self.loop.is_async:
+            # A plain FunctionLoop ignores heartbeats and budgets; without a bundle to
+            # record, nothing may need its session either (execute_function decides).
+            return execute_function(
+                self.loop, self._scorer, request, timeout=config.timeout,
+                record_transcript=config.record_transcript, delivery_count=delivery_count,
+                clock=self._eval_clock,
+            )  # fmt: skip
+        if bundles is None:  # no recorder to set up per sample
+            return execute_sample(
+                self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
+                heartbeat=heartbeat, record_transcript=config.record_transcript,
+                delivery_count=delivery_count, clock=self._eval_clock,
+            )  # fmt: skip
+        with self._recorder(bundles, request) as rec:
+            rec.set_request(request)
+            outcome = execute_sample(
+                self.loop, self._scorer, request, timeout=config.timeout,
+                budget=config.budget, heartbeat=heartbeat,
+                record_transcript=config.record_transcript,
+                delivery_count=delivery_count, clock=self._eval_clock,
+                on_prepared=rec.set_session_before if rec.enabled else None,
+            )  # fmt: skip
+            _record_outcome(rec, outcome)
+        return _with_bundle(outcome, rec)
+
+    def _recorder(self, bundles: DebugBundleConfig, request: EvalRequest[Any, Any]) -> BundleWriter:
+        return bundle_recorder(
+            bundles, request_id=str(request.request_id), kind="eval",
+            clock=self._eval_clock, sample_id=request.sample.id,
+            experiment=request.experiment.name, run_id=request.run_id,
+        )  # fmt: skip
+
+    def _raise_if_retrying(self, outcome: SampleOutcome, delivery_count: int) -> None:
+        """Re-raise a transient agent failure while another delivery is allowed.
+
+        The error is raised as itself, so the worker decides with the same policies
+        (`should_retry` asks them first): it is never dead-lettered unanswered.
+        """
+        exc = outcome.exception
+        if outcome.failed_stage != "agent" or not isinstance(exc, Exception):
+            return
+        if should_retry(
+            exc, delivery_count, transient=self.config.transient_errors,
+            retry=self._retry_policy, dlq=self._dlq_policy,
+        ):  # fmt: skip
+            raise exc
+
+
+def _request_of(message: Message[EvalRequest[Any, Any], EvalResult]) -> EvalRequest[Any, Any]:
+    request = message.body
+    if not isinstance(request, EvalRequest):
+        raise MessageDecodeError(
+            f"expected an EvalRequest, got {type(request).__name__}; "
+            "send EvalRequest(sample=..., experiment=...) bodies",
+        )
+    return request
+
+
+def _with_bundle(outcome: SampleOutcome, rec: BundleWriter) -> SampleOutcome:
+    if rec.path is None:
+        return outcome
+    result = dataclasses.replace(outcome.result, bundle_path=rec.path)
+    return dataclasses.replace(outcome, result=result)
+
+
+def _record_outcome(rec: BundleWriter, outcome: SampleOutcome) -> None:
+    if not rec.enabled:
+        return
+    result = outcome.result
+    if outcome.response is not None:
+        rec.set_response(outcome.response)
+    if outcome.session is not None:
+        rec.set_session_after(outcome.session)
+    rec.set_eval(
+        {
+            "sample_id": result.sample_id,
+            "experiment_name": result.experiment_name,
+            "epoch": result.epoch,
+            "request_id": result.request_id,
+            "score": result.score,
+            "passed": result.passed,
+            "latency_ms": result.latency_ms,
+            "error": result.error,
+            "error_kind": result.error_kind,
+            "usage": result.usage,
+            "delivery_count": result.delivery_count,
+        }
+    )
+    if result.error is not None:
+        rec.set_error(result.error_kind or "agent", outcome.exception or result.error)

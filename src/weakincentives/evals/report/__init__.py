@@ -1,0 +1,60 @@
+"""Reports: what a set of results says, as numbers, tables and files.
+
+Holds `EvalReport` (`_report.py`), the per-result analysis it is built on (`group_by`,
+`summarize`, flaky samples: `_analysis.py`), paired A/B comparisons (`_comparison.py`),
+the JSON export (`_export.py`), the terminal tables (`_render.py`) and `save`/`load`
+(`_persistence.py`). The numbers themselves come from `evals.stats`. It may import the
+shared records, `stats` and `store` (to read a run directory); not `runner` or `loop`.
+"""
+
+from ._analysis import (
+    FlakySample,
+    GroupKey,
+    Summary,
+    flaky_samples,
+    group_by,
+    summarize,
+)
+from ._comparison import (
+    ExperimentComparison,
+    FlippedSample,
+    OutcomeComparison,
+    Outcomes,
+    compare_outcomes,
+    compare_results,
+)
+from ._export import (
+    report_to_dict,
+)
+from ._family import compare_all
+from ._persistence import (
+    REPORT_FORMAT,
+    REPORT_VERSION,
+)
+from ._render import (
+    render_report,
+)
+from ._report import (
+    EvalReport,
+)
+
+__all__ = [
+    "REPORT_FORMAT",
+    "REPORT_VERSION",
+    "EvalReport",
+    "ExperimentComparison",
+    "FlakySample",
+    "FlippedSample",
+    "GroupKey",
+    "OutcomeComparison",
+    "Outcomes",
+    "Summary",
+    "compare_all",
+    "compare_outcomes",
+    "compare_results",
+    "flaky_samples",
+    "group_by",
+    "render_report",
+    "report_to_dict",
+    "summarize",
+]

@@ -1,0 +1,226 @@
+"""Reading and writing reports as versioned JSONL, and reading run directories.
+
+A saved report (`EvalReport.save`)::
+
+    {"format": "weakincentives.eval_report", "version": 1, "run_id": ..., "expected_count": ...,
+     "config": {...}}
+    {<EvalResult>}
+    {<EvalResult>}
+
+A run directory (written by the run store) holds `results.jsonl` (the same result lines,
+no header; when a key appears twice the last line wins) and optionally `run.json`, its
+manifest (`run_id`, and `counts.expected` or `expected_count`). Results are appended as they finish,
+so a crash can leave the last line cut short: a final line without a newline that does
+not parse is skipped (with a log warning); a bad line anywhere else is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from weakincentives import serde
+from weakincentives.errors import InvalidReportError, SerdeError
+
+from .._records import EvalResult
+from ..store import MANIFEST_FILE, RESULTS_FILE
+
+__all__ = [
+    "REPORT_FORMAT",
+    "REPORT_VERSION",
+    "LoadedReport",
+    "StrPath",
+    "read_report",
+    "write_report",
+]
+
+REPORT_FORMAT = "weakincentives.eval_report"
+"""The `format` field of a saved report's header line."""
+REPORT_VERSION = 1
+"""The report format version this code writes and reads."""
+
+REPORT_FILE = "report.jsonl"
+
+StrPath = str | os.PathLike[str]
+"""A filesystem path as a string or `Path`."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedReport:
+    """What `read_report` found: the results and the header or manifest fields."""
+
+    results: tuple[EvalResult, ...]
+    """Results in file order."""
+    run_id: str | None = None
+    """Run id from the header or manifest."""
+    expected_count: int | None = None
+    """Expected count from the header or manifest."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """Report config (saved report) or the whole manifest (run directory)."""
+
+
+def write_report(
+    path: StrPath,
+    results: tuple[EvalResult, ...],
+    *,
+    run_id: str | None,
+    expected_count: int | None,
+    config: Mapping[str, Any],
+) -> Path:
+    """Write a header line and one line per result, atomically (temp file + rename)."""
+    target = Path(path)
+    if target.is_dir():
+        target = target / REPORT_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    header = {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "run_id": run_id,
+        "expected_count": expected_count,
+        "config": serde.dump(config),
+    }
+    temporary = target.with_name(f".{target.name}.tmp")
+    with temporary.open("wb") as out:
+        out.write(json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n")
+        for result in results:
+            out.write(serde.dumps(result) + b"\n")
+    temporary.replace(target)
+    return target
+
+
+def read_report(path: StrPath) -> LoadedReport:
+    """Read a saved report, a bare results JSONL file, or a run directory.
+
+    Raises:
+        InvalidReportError: the path holds no report, the format version is unknown, or a
+            line (other than a truncated last one) is corrupt.
+    """
+    source = Path(path)
+    if not source.is_dir():
+        return _read_file(source)
+    if (source / RESULTS_FILE).is_file():
+        manifest = _read_manifest(source / MANIFEST_FILE)
+        loaded = _read_file(source / RESULTS_FILE)
+        # The run store appends a new line when a key is re-run: the last line wins.
+        latest = {result.key: result for result in loaded.results}
+        counts = manifest.get("counts")
+        expected = _optional(manifest, "expected_count", int)
+        if expected is None and isinstance(counts, dict):
+            expected = _optional(counts, "expected", int)
+        return LoadedReport(
+            results=tuple(latest.values()),
+            run_id=_optional(manifest, "run_id", str) or loaded.run_id,
+            expected_count=expected,
+            config=manifest or loaded.config,
+        )
+    if (source / REPORT_FILE).is_file():
+        return _read_file(source / REPORT_FILE)
+    raise InvalidReportError(
+        f"{source}: a directory without {RESULTS_FILE} or {REPORT_FILE}; pass a run "
+        "directory or a file written by EvalReport.save"
+    )
+
+
+def _read_file(source: Path) -> LoadedReport:
+    header: dict[str, Any] | None = None
+    results: list[EvalResult] = []
+    first = True
+    for lineno, line, cut_short in _lines(source):
+        where = f"{source}:{lineno}"
+        if first:
+            first = False
+            header = _header_of(line, where, cut_short)
+            if header is not None:
+                continue
+        try:
+            results.append(serde.loads(EvalResult, line))
+        except SerdeError as exc:
+            if cut_short:
+                _log.warning("%s: skipping a last line cut short (crash while writing?)", where)
+                break
+            raise InvalidReportError(
+                f"{where}: not a valid result line: {exc}; fix or remove the line"
+            ) from exc
+    header = header or {}
+    expected = header.get("expected_count")
+    return LoadedReport(
+        results=tuple(results),
+        run_id=header.get("run_id"),
+        expected_count=expected if isinstance(expected, int) else None,
+        config=header.get("config") or {},
+    )
+
+
+def _header_of(line: bytes, where: str, cut_short: bool) -> dict[str, Any] | None:
+    """Return the header if `line` is one; None if it is a result line (bare results)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        if cut_short:
+            return None  # a lone truncated line; the result parser skips it
+        raise InvalidReportError(
+            f"{where}: not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from exc
+    if not isinstance(obj, dict) or "format" not in obj:
+        return None
+    if obj["format"] != REPORT_FORMAT:
+        raise InvalidReportError(
+            f"{where}: format {obj['format']!r} is not {REPORT_FORMAT!r}; "
+            "this file is not an eval report"
+        )
+    if obj.get("version") != REPORT_VERSION:
+        raise InvalidReportError(
+            f"{where}: report format version {obj.get('version')!r} is not supported "
+            f"(this weakincentives reads version {REPORT_VERSION}); "
+            "read it with the weakincentives version that wrote it"
+        )
+    return obj
+
+
+def _lines(source: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield `(line number, text, cut_short)` for non-blank lines.
+
+    `cut_short` is true only for a last line that does not end with a newline.
+    """
+    try:
+        handle = source.open("rb")
+    except FileNotFoundError as exc:
+        raise InvalidReportError(f"{source}: no such report file or run directory") from exc
+    with handle:
+        previous: tuple[int, bytes] | None = None
+        for lineno, raw in enumerate(handle, start=1):
+            if previous is not None:
+                yield previous[0], previous[1], False
+                previous = None
+            if raw.strip():
+                previous = (lineno, raw)
+        if previous is not None:
+            yield previous[0], previous[1], not previous[1].endswith(b"\n")
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        manifest = json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise InvalidReportError(
+            f"{path}:{exc.lineno}: run manifest is not valid JSON: {exc.msg}"
+        ) from exc
+    if not isinstance(manifest, dict):
+        raise InvalidReportError(f"{path}: run manifest must be a JSON object")
+    return manifest
+
+
+def _optional(mapping: Mapping[str, Any], key: str, tp: type[Any]) -> Any:
+    value = mapping.get(key)
+    if isinstance(value, tp) and not isinstance(value, bool):
+        return value
+    return None

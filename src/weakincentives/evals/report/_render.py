@@ -1,0 +1,205 @@
+"""Terminal rendering of a report with rich: one table per experiment, then comparisons.
+
+Tables have two columns (what, value), so they read well in an 80-column terminal. rich
+drops colour and styles when the output is not a terminal, so piped output is plain text.
+rich is imported when a report is rendered, not when `weakincentives.evals` is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .. import stats
+from ._comparison import ExperimentComparison
+from ._export import default_baseline, pass_at_k_block
+from ._family import compare_all
+from ._view import ReportView
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+
+__all__ = ["comparison_table", "experiment_table", "render_report"]
+
+_SHOWN_FLIPS = 5
+"""How many regressed / improved sample ids a comparison lists before "+N more"."""
+
+
+def render_report(
+    report: ReportView, console: Console | None = None, *, baseline: str | None = None
+) -> None:
+    """Print `report` to `console` (a new `Console()` by default).
+
+    One table per experiment (n, pass rate and mean score with intervals, errors by kind,
+    latency, tokens, pass@k when samples repeat), then one table per comparison against
+    `baseline` (default: `baseline`, else `control`, else the first experiment).
+    """
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    console.print(_headline(report))
+    names = report.experiment_names
+    for name in names:
+        console.print(experiment_table(report.experiment(name), title=name))
+    chosen = baseline if baseline is not None else default_baseline(names)
+    if chosen is None:
+        return
+    for comparison in compare_all(report, chosen).values():
+        console.print(comparison_table(comparison))
+
+
+def experiment_table(report: ReportView, *, title: str) -> Table:
+    """A two-column table of one experiment's statistics."""
+    summary = report.summarize()
+    table = _table(title)
+    errors = ", ".join(f"{kind} {n}" for kind, n in report.errors_by_kind().items())
+    table.add_row("Results", f"{summary.n}" + (f" ({summary.errors} errors)" if errors else ""))
+    table.add_row("Pass rate", f"{_pct(summary.pass_rate)} {_pct_interval(summary.pass_rate_ci)}")
+    if summary.errors:
+        table.add_row("Pass rate excl. errors", _pct(report.pass_rate_excluding_errors))
+    table.add_row("Mean score", f"{summary.mean:.3f} {_interval(summary.mean_ci, '.3f')}")
+    table.add_row("Errors", errors or "none")
+    table.add_row(
+        "Latency",
+        f"p50 {_ms(report.latency_p50_ms)}, p95 {_ms(report.latency_p95_ms)} "
+        f"(mean {_ms(report.mean_latency_ms)})",
+    )
+    table.add_row(
+        "Tokens",
+        f"{report.total_tokens:,} ({report.total_input_tokens:,} in, "
+        f"{report.total_output_tokens:,} out)",
+    )
+    if summary.n_clusters is not None:
+        table.add_row("Intervals", f"clustered, {summary.n_clusters} clusters")
+    _add_epochs(table, report)
+    return table
+
+
+def comparison_table(comparison: ExperimentComparison) -> Table:
+    """A two-column table of one paired comparison."""
+    c = comparison
+    table = _table(f"{c.treatment_name} vs {c.baseline_name}")
+    relative = c.relative_improvement
+    table.add_row(
+        "Pass rate",
+        f"{_pct(c.baseline_pass_rate)} -> {_pct(c.treatment_pass_rate)} "
+        f"({_pts(c.pass_rate_delta)}"
+        + (f", {relative:+.1%} relative)" if relative is not None else ")"),
+    )
+    if c.paired is None:
+        table.add_row("Paired delta", "n/a (no pairs)")
+    else:
+        bounds = _bounds(c.delta_ci) or "[n/a]"
+        pairs = f"{c.n_pairs} pairs"
+        if c.n_clusters is not None:
+            pairs += f" in {c.n_clusters} samples"
+        table.add_row(
+            "Paired delta", f"{_pts(c.delta)} {bounds} ({c.paired.confidence:.0%} CI, {pairs})"
+        )
+    table.add_row("Bootstrap CI", _pts_interval(c.bootstrap_ci))
+    table.add_row("p-value", _p_value_text(c))
+    b, d = c.discordant
+    table.add_row("Discordant", f"{b} pass->fail, {d} fail->pass")
+    mde = c.minimum_detectable_effect
+    table.add_row(
+        "Detectable effect", "n/a" if math.isnan(mde) else f"{mde * 100:.1f} pts (80% power)"
+    )
+    if c.score_paired is not None:
+        s = c.score_paired
+        table.add_row("Score delta", f"{s.delta:+.3f} {_interval(s.interval, '+.3f')}")
+    table.add_row(
+        "Unpaired",
+        f"{len(c.unpaired_baseline)} baseline only, {len(c.unpaired_treatment)} treatment only",
+    )
+    epochs = any(f.epoch for f in (*c.regressions, *c.improvements))
+    for label, flips in (("Regressions", c.regressions), ("Improvements", c.improvements)):
+        if flips:
+            ids = [f"{f.sample_id}@{f.epoch}" if epochs else f.sample_id for f in flips]
+            more = len(ids) - _SHOWN_FLIPS
+            table.add_row(
+                label, ", ".join(ids[:_SHOWN_FLIPS]) + (f" (+{more} more)" if more > 0 else "")
+            )
+    return table
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _headline(report: ReportView) -> str:
+    run = f"Run {report.run_id}: " if report.run_id else ""
+    if report.expected_count is None:
+        return f"{run}{report.total} results"
+    status = "complete" if report.complete else f"incomplete, {report.missing} missing"
+    return f"{run}{report.distinct_count} of {report.expected_count} results ({status})"
+
+
+def _add_epochs(table: Table, report: ReportView) -> None:
+    block = pass_at_k_block(report)
+    if block is None:
+        return
+    k = block["k"]
+    table.add_row(
+        f"pass@{k} / pass^{k}",
+        f"{_pct(block['pass_at_k'])} / {_pct(block['pass_hat_k'])}, "
+        f"{len(report.flaky_samples())} flaky",
+    )
+
+
+def _table(title: str) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_header=False, title_justify="left")
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    return table
+
+
+def _p_value_text(c: ExperimentComparison) -> str:
+    if math.isnan(c.p_value):
+        return "n/a (no pairs)" if c.paired is None else "n/a (a single sample)"
+    text = f"{_p(c.p_value)} ({c.test_name})"
+    if c.p_value_holm is not None:
+        text += f", Holm {_p(c.p_value_holm)}"
+    return text
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _pct(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1%}"
+
+
+def _pts(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value * 100:+.1f} pts"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms"
+
+
+def _pct_interval(interval: stats.Interval) -> str:
+    if math.isnan(interval.low):
+        return ""
+    return f"[{interval.low:.1%}, {interval.high:.1%}]"
+
+
+def _bounds(interval: stats.Interval) -> str:
+    if math.isnan(interval.low):
+        return ""
+    return f"[{interval.low * 100:+.1f}, {interval.high * 100:+.1f}]"
+
+
+def _pts_interval(interval: stats.Interval) -> str:
+    return f"{_bounds(interval)} pts" if not math.isnan(interval.low) else "n/a"
+
+
+def _interval(interval: stats.Interval, spec: str) -> str:
+    if math.isnan(interval.low):
+        return ""
+    return f"[{interval.low:{spec}}, {interval.high:{spec}}]"

@@ -1,0 +1,460 @@
+"""`EvalReport`: the results of a run and everything computed from them.
+
+Counting rules (DESIGN.md section 3): `pass_rate = passed / total`, where an errored
+result counts as not passed; `mean_score` counts an errored result as 0. The
+`*_excluding_errors` variants and `error_rate` are reported beside them, so a run that
+errors a lot cannot look better than one that fails honestly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from weakincentives.errors import ConfigurationError
+
+from .. import stats
+from .._records import EvalResult
+from ._analysis import (
+    FlakySample,
+    GroupKey,
+    Summary,
+    flaky_samples,
+    group_by,
+    mean_pass_at_k,
+    percentile,
+    score_of,
+    summarize,
+)
+from ._comparison import ExperimentComparison, compare_results
+from ._export import report_to_dict
+from ._family import compare_all
+from ._persistence import StrPath, read_report, write_report
+from ._render import render_report
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["EvalReport"]
+
+
+# Not slotted, so `cached_property` can cache derived values on the frozen instance.
+# repr=False: the generated repr prints every result (asyncio.run formats a returned
+# report on exit, which cost tens of MB at 30k results); ours is one line.
+@dataclass(frozen=True, repr=False)
+class EvalReport:
+    """Results of an evaluation run, with rates, intervals, comparisons and I/O.
+
+    Example:
+        >>> from weakincentives.evals import EvalResult, Score
+        >>> ok = Score(value=1.0, passed=True)
+        >>> report = EvalReport(results=(
+        ...     EvalResult(sample_id="a", experiment_name="x", score=ok, latency_ms=10.0),
+        ...     EvalResult(sample_id="b", experiment_name="x", score=Score(value=0.0, passed=False),
+        ...                latency_ms=30.0, error="boom", error_kind="agent"),
+        ... ))
+        >>> report.pass_rate, report.pass_rate_excluding_errors, report.errors_by_kind()
+        (0.5, 1.0, {'agent': 1})
+    """
+
+    results: tuple[EvalResult, ...] = ()
+    """Every result, in arrival order (any iterable is stored as a tuple)."""
+    _: KW_ONLY
+    expected_count: int | None = None
+    """How many results the run should produce (samples x experiments x epochs), if known."""
+    run_id: str | None = None
+    """Id of the run the results belong to."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The run's configuration, kept for reproducibility (JSON-compatible)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results", tuple(self.results))
+
+    def __repr__(self) -> str:
+        return (
+            f"EvalReport(run_id={self.run_id!r}, results={len(self.results)}, "
+            f"expected_count={self.expected_count!r})"
+        )
+
+    # -- counts ---------------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        """Number of results (errors included)."""
+        return len(self.results)
+
+    @property
+    def total_samples(self) -> int:
+        """Same as `total` (the guide's name)."""
+        return self.total
+
+    @cached_property
+    def passed_count(self) -> int:
+        """Results that passed (an errored result never passes)."""
+        return sum(1 for r in self.results if r.passed)
+
+    @property
+    def failed_count(self) -> int:
+        """Results that did not pass, errors included."""
+        return self.total - self.passed_count
+
+    @cached_property
+    def error_count(self) -> int:
+        """Results that ended in an error."""
+        return sum(1 for r in self.results if r.is_error)
+
+    @property
+    def successful(self) -> int:
+        """Results that completed without an error (passed or not)."""
+        return self.total - self.error_count
+
+    @cached_property
+    def distinct_count(self) -> int:
+        """Distinct `(sample_id, experiment_name, epoch)` keys; duplicates count once."""
+        return len({r.key for r in self.results})
+
+    @property
+    def missing(self) -> int:
+        """Results still expected (`expected_count - distinct_count`); 0 when unknown."""
+        if self.expected_count is None:
+            return 0
+        return max(0, self.expected_count - self.distinct_count)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every expected result is present (True when `expected_count` is None)."""
+        return self.missing == 0
+
+    # -- rates and means ------------------------------------------------------------
+
+    @property
+    def pass_rate(self) -> float:
+        """`passed / total`: errors count as not passed (0.0 for an empty report)."""
+        return self.passed_count / self.total if self.total else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        """`errors / total` (0.0 for an empty report)."""
+        return self.error_count / self.total if self.total else 0.0
+
+    @property
+    def pass_rate_excluding_errors(self) -> float:
+        """`passed / successful`: the pass rate among results that were scored."""
+        return self.passed_count / self.successful if self.successful else 0.0
+
+    @cached_property
+    def mean_score(self) -> float:
+        """Mean `score.value`, errors counted as 0 (0.0 for an empty report)."""
+        return sum(score_of(r) for r in self.results) / self.total if self.total else 0.0
+
+    @cached_property
+    def mean_score_excluding_errors(self) -> float:
+        """Mean `score.value` over results without an error."""
+        scored = [r.score.value for r in self.results if not r.is_error]
+        return sum(scored) / len(scored) if scored else 0.0
+
+    @cached_property
+    def _latencies(self) -> tuple[float, ...]:
+        return tuple(r.latency_ms for r in self.results)
+
+    @property
+    def mean_latency_ms(self) -> float:
+        """Mean latency over all results, errors included (0.0 when empty)."""
+        return sum(self._latencies) / self.total if self.total else 0.0
+
+    @property
+    def latency_p50_ms(self) -> float:
+        """Median latency (linear interpolation)."""
+        return percentile(self._latencies, 50)
+
+    @property
+    def latency_p95_ms(self) -> float:
+        """95th percentile latency (linear interpolation)."""
+        return percentile(self._latencies, 95)
+
+    @cached_property
+    def total_input_tokens(self) -> int:
+        """Input tokens over all results (errored results used tokens too)."""
+        return sum(r.usage.input_tokens for r in self.results)
+
+    @cached_property
+    def total_output_tokens(self) -> int:
+        """Output tokens over all results."""
+        return sum(r.usage.output_tokens for r in self.results)
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens over all results."""
+        return self.total_input_tokens + self.total_output_tokens
+
+    @cached_property
+    def _summary(self) -> Summary:
+        return self.summarize()
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """All results summarized as a dict: `report.summary["mean"]`, `["n"]`, ... (a copy)."""
+        return self._summary.to_dict()
+
+    def summarize(self, *, confidence: float = 0.95, cluster: GroupKey | None = None) -> Summary:
+        """Summarize all results (see `weakincentives.evals.summarize` for clustering)."""
+        return summarize(self.results, confidence=confidence, cluster=cluster)
+
+    def pass_rate_ci(
+        self, *, confidence: float = 0.95, cluster: GroupKey | None = None
+    ) -> stats.Interval:
+        """Interval of `pass_rate`: Wilson, or cluster-robust with `cluster` or epochs."""
+        return self.summarize(confidence=confidence, cluster=cluster).pass_rate_ci
+
+    def mean_score_ci(
+        self, *, confidence: float = 0.95, cluster: GroupKey | None = None
+    ) -> stats.Interval:
+        """Interval of `mean_score`: CLT, or cluster-robust with `cluster` or epochs."""
+        return self.summarize(confidence=confidence, cluster=cluster).mean_ci
+
+    # -- selections -----------------------------------------------------------------
+
+    def passed_samples(self) -> tuple[EvalResult, ...]:
+        """Results that passed."""
+        return tuple(r for r in self.results if r.passed)
+
+    def failed_samples(self) -> tuple[EvalResult, ...]:
+        """Results that did not pass, errors included."""
+        return tuple(r for r in self.results if not r.passed)
+
+    def errors(self) -> tuple[EvalResult, ...]:
+        """Results that ended in an error."""
+        return tuple(r for r in self.results if r.is_error)
+
+    def errors_by_kind(self) -> dict[str, int]:
+        """Count of errored results per `error_kind` (`"unknown"` when it was not set)."""
+        counts: dict[str, int] = {}
+        for result in self.errors():
+            kind = result.error_kind or "unknown"
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    def filter(self, predicate: Callable[[EvalResult], bool]) -> EvalReport:
+        """Return a report of the results for which `predicate` is true."""
+        return self._derived(r for r in self.results if predicate(r))
+
+    def deduplicated(self) -> EvalReport:
+        """Keep one result per `(sample_id, experiment_name, epoch)`: the last one."""
+        latest = {r.key: r for r in self.results}
+        return EvalReport(
+            results=tuple(latest.values()),
+            expected_count=self.expected_count,
+            run_id=self.run_id,
+            config=self.config,
+        )
+
+    # -- experiments ----------------------------------------------------------------
+
+    @cached_property
+    def _by_experiment(self) -> dict[str, tuple[EvalResult, ...]]:
+        return group_by(self.results, lambda r: r.experiment_name)
+
+    @property
+    def experiment_names(self) -> tuple[str, ...]:
+        """Experiment names in order of first appearance."""
+        return tuple(self._by_experiment)
+
+    def by_experiment(self) -> dict[str, tuple[EvalResult, ...]]:
+        """Results grouped by experiment name, in order of first appearance."""
+        return dict(self._by_experiment)
+
+    def experiment(self, name: str) -> EvalReport:
+        """The report of one experiment's results.
+
+        Raises:
+            ConfigurationError: no result has that experiment name.
+        """
+        return self._derived(self._results_of(name))
+
+    def pass_rate_by_experiment(self) -> dict[str, float]:
+        """Pass rate (errors count as not passed) per experiment."""
+        return {name: self.experiment(name).pass_rate for name in self.experiment_names}
+
+    def mean_score_by_experiment(self) -> dict[str, float]:
+        """Mean score (errors count 0) per experiment."""
+        return {name: self.experiment(name).mean_score for name in self.experiment_names}
+
+    def pass_rate_ci_by_experiment(
+        self, *, confidence: float = 0.95, cluster: GroupKey | None = None
+    ) -> dict[str, stats.Interval]:
+        """Pass-rate interval per experiment (see `pass_rate_ci`)."""
+        return {
+            name: self.experiment(name).pass_rate_ci(confidence=confidence, cluster=cluster)
+            for name in self.experiment_names
+        }
+
+    def summary_by_experiment(
+        self, *, confidence: float = 0.95, cluster: GroupKey | None = None
+    ) -> dict[str, Summary]:
+        """`summarize` per experiment."""
+        return {
+            name: self.experiment(name).summarize(confidence=confidence, cluster=cluster)
+            for name in self.experiment_names
+        }
+
+    def compare_experiments(
+        self,
+        baseline: str,
+        treatment: str,
+        *,
+        confidence: float = 0.95,
+        bootstrap_resamples: int = 2000,
+        seed: int = 0,
+    ) -> ExperimentComparison:
+        """Compare `treatment` with `baseline`, paired by `(sample_id, epoch)`.
+
+        Raises:
+            ConfigurationError: a name has no results, or both names are the same.
+        """
+        if baseline == treatment:
+            raise ConfigurationError(f"cannot compare experiment {baseline!r} with itself")
+        return compare_results(
+            self._results_of(baseline),
+            self._results_of(treatment),
+            baseline_name=baseline,
+            treatment_name=treatment,
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+        )
+
+    def compare_all(
+        self,
+        baseline: str,
+        *,
+        confidence: float = 0.95,
+        bootstrap_resamples: int = 2000,
+        seed: int = 0,
+    ) -> Mapping[str, ExperimentComparison]:
+        """Compare every other experiment with `baseline`, with Holm and BH p-values."""
+        return compare_all(
+            self,
+            baseline,
+            confidence=confidence,
+            bootstrap_resamples=bootstrap_resamples,
+            seed=seed,
+        )
+
+    # -- epochs ---------------------------------------------------------------------
+
+    @cached_property
+    def epochs(self) -> int:
+        """Number of distinct epochs in the results (0 when empty)."""
+        return len({r.epoch for r in self.results})
+
+    def pass_at_k(self, k: int, *, experiment: str | None = None) -> float:
+        """Mean pass@k over samples: at least one of k attempts passes.
+
+        Raises:
+            InvalidStatisticError: a sample has fewer than `k` attempts.
+        """
+        return mean_pass_at_k(self._scope(experiment), k)
+
+    def pass_hat_k(self, k: int, *, experiment: str | None = None) -> float:
+        """Mean pass^k over samples: all of k attempts pass.
+
+        Raises:
+            InvalidStatisticError: a sample has fewer than `k` attempts.
+        """
+        return mean_pass_at_k(self._scope(experiment), k, all_pass=True)
+
+    def pass_at_k_by_experiment(self, k: int) -> dict[str, float]:
+        """pass@k per experiment."""
+        return {name: self.pass_at_k(k, experiment=name) for name in self.experiment_names}
+
+    def pass_hat_k_by_experiment(self, k: int) -> dict[str, float]:
+        """pass^k per experiment."""
+        return {name: self.pass_hat_k(k, experiment=name) for name in self.experiment_names}
+
+    def flaky_samples(self, *, experiment: str | None = None) -> tuple[FlakySample, ...]:
+        """Samples that passed in some epochs and failed in others."""
+        return flaky_samples(self._scope(experiment))
+
+    # -- slicing --------------------------------------------------------------------
+
+    def group_by(self, key: GroupKey) -> dict[Hashable, EvalReport]:
+        """Split into one report per metadata value (or key function value)."""
+        return {k: self._derived(v) for k, v in group_by(self.results, key).items()}
+
+    def slice_by(
+        self, key: GroupKey, *, confidence: float = 0.95, cluster: GroupKey | None = None
+    ) -> dict[Hashable, Summary]:
+        """`summarize` each group of `group_by(key)`, e.g. `report.slice_by("difficulty")`."""
+        return {
+            k: summarize(v, confidence=confidence, cluster=cluster)
+            for k, v in group_by(self.results, key).items()
+        }
+
+    # -- output ---------------------------------------------------------------------
+
+    def save(self, path: StrPath) -> Path:
+        """Write the report as versioned JSONL; returns the file written.
+
+        The first line is a header (format, version, run id, expected count, config),
+        then one `EvalResult` per line. A directory `path` gets `report.jsonl` inside.
+        """
+        return write_report(
+            path,
+            self.results,
+            run_id=self.run_id,
+            expected_count=self.expected_count,
+            config=self.config,
+        )
+
+    @classmethod
+    def load(cls, path: StrPath) -> EvalReport:
+        """Read a report saved by `save`, a bare results JSONL, or a run directory.
+
+        A run directory holds `results.jsonl` (one `EvalResult` per line; when a key
+        appears twice the last line wins) and optionally `run.json` (its `run_id` and
+        `counts.expected` or `expected_count` are used; the whole manifest becomes
+        `config`). A last line cut short by a crash (no newline, unparseable) is skipped.
+
+        Raises:
+            InvalidReportError: unknown format version, or a corrupt line (file:line).
+        """
+        loaded = read_report(path)
+        return cls(
+            results=loaded.results,
+            expected_count=loaded.expected_count,
+            run_id=loaded.run_id,
+            config=loaded.config,
+        )
+
+    def to_dict(self, *, baseline: str | None = None) -> dict[str, Any]:
+        """The report's statistics as JSON-compatible data (see `report_to_dict`)."""
+        return report_to_dict(self, baseline=baseline)
+
+    def to_json(self, *, baseline: str | None = None, indent: int | None = 2) -> str:
+        """`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(baseline=baseline), indent=indent, ensure_ascii=False)
+
+    def render(self, console: Console | None = None, *, baseline: str | None = None) -> None:
+        """Print the report as rich tables (see `render_report`)."""
+        render_report(self, console, baseline=baseline)
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _derived(self, results: Iterable[EvalResult]) -> EvalReport:
+        return EvalReport(results=tuple(results), run_id=self.run_id, config=self.config)
+
+    def _results_of(self, name: str) -> tuple[EvalResult, ...]:
+        found = self._by_experiment.get(name)
+        if found is None:
+            known = ", ".join(repr(n) for n in self.experiment_names) or "none"
+            raise ConfigurationError(
+                f"no results for experiment {name!r}; experiments in the report: {known}"
+            )
+        return found
+
+    def _scope(self, experiment: str | None) -> tuple[EvalResult, ...]:
+        return self.results if experiment is None else self._results_of(experiment)

@@ -1,0 +1,66 @@
+"""The local runner: run a dataset through a target, one sample at a time, concurrently.
+
+Holds `evaluate()` / `run_eval()` and their options (`_evaluate.py`), the scheduler that
+pulls samples, bounds concurrency, enforces timeouts and appends results to the run store
+(`_scheduler.py`), how a target (an `AgentLoop`, a function, a suite) is adapted
+(`_target.py`), how one sample is executed and scored (`_sample.py`, and
+`_async_executor.py` for async functions), per-sample environments (`_environment.py`)
+and progress sinks (`_progress.py`). It may import the shared records, `dataset`,
+`scoring`, `store` and `report`; not `loop`.
+"""
+
+from ._async_executor import (
+    AsyncFunctionExecutor,
+)
+from ._environment import (
+    Environment,
+    EnvironmentFactory,
+    check_environment,
+    create_environment,
+    restore_environment,
+    serialize_environment,
+)
+from ._evaluate import (
+    DatasetSource,
+    EvalTarget,
+    EvaluateOptions,
+    evaluate,
+    run_eval,
+)
+from ._progress import (
+    CallbackProgress,
+    NullProgress,
+    ProgressSink,
+    as_progress,
+)
+from ._sample import (
+    SampleOutcome,
+    execute_function,
+    execute_sample,
+)
+from ._target import (
+    prepare_scorer,
+)
+
+__all__ = [
+    "AsyncFunctionExecutor",
+    "CallbackProgress",
+    "DatasetSource",
+    "Environment",
+    "EnvironmentFactory",
+    "EvalTarget",
+    "EvaluateOptions",
+    "NullProgress",
+    "ProgressSink",
+    "SampleOutcome",
+    "as_progress",
+    "check_environment",
+    "create_environment",
+    "evaluate",
+    "execute_function",
+    "execute_sample",
+    "prepare_scorer",
+    "restore_environment",
+    "run_eval",
+    "serialize_environment",
+]

@@ -1,0 +1,336 @@
+"""Run one sample through an AgentLoop and score it: the unit of work of every runner.
+
+`EvalLoop` (mailbox-driven) and `evaluate()` (local runner) both call `execute_sample`, so a
+sample is executed, scored and recorded the same way wherever it runs. Failures are data:
+each stage's exception becomes an `EvalResult` with an `error_kind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from weakincentives import serde
+from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.runtime.agent_loop import FunctionLoop
+from weakincentives.runtime.limits import Budget, Deadline
+from weakincentives.runtime.session import (
+    ChatMessage,
+    PromptExecuted,
+    Session,
+    TokenUsage,
+    ToolInvoked,
+)
+
+from .._records import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord, build_result
+from ..scoring import (
+    Trajectory,
+    call_evaluator,
+    classify_error,
+    is_session_aware,
+    is_trajectory_scorer,
+)
+
+if TYPE_CHECKING:
+    from weakincentives.adapters import PromptResponse
+    from weakincentives.runtime.agent_loop import AgentLoop
+
+__all__ = [
+    "NO_USAGE",
+    "SampleOutcome",
+    "execute_function",
+    "execute_sample",
+    "score_finished",
+    "score_output",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SampleOutcome:
+    """An `EvalResult` plus the live objects a caller may want (bundles, environments)."""
+
+    result: EvalResult
+    """What gets recorded."""
+    session: Session | None
+    """The run's session (None when the agent raised before returning one, and from
+    `execute_function`, which makes none)."""
+    response: PromptResponse[Any] | None
+    """The agent's response, if it returned (None from `execute_function`)."""
+    exception: BaseException | None = None
+    """The exception behind an error result, if any."""
+    failed_stage: Literal["agent", "evaluator"] | None = None
+    """Where `exception` was raised: running the agent or scoring its output (a
+    transient agent failure may be retried; an evaluator failure is the answer)."""
+
+
+def execute_sample(
+    loop: AgentLoop[Any, Any],
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    timeout: float | None = None,
+    budget: Budget | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+    on_prepared: Callable[[Session], None] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> SampleOutcome:
+    """Execute `request.sample` through `loop` under its experiment, then score it.
+
+    Never raises for a failing agent or evaluator: the returned result carries the error
+    and its kind (`agent`, `no_output`, `evaluator`, `judge`, `timeout`, `budget`).
+
+    `evaluator` may also be a trajectory scorer (`(trajectory, sample) -> Score`, see
+    `is_trajectory_scorer`): it gets a `Trajectory` of the run, and since it judges the
+    whole run it is called even when the agent finished without an output.
+    """
+    sample = request.sample
+    deadline = Deadline.after(timeout, clock=clock) if timeout else None
+    start = clock.monotonic()
+    run: tuple[PromptResponse[Any], Session] | Exception
+    try:
+        response, session = loop.execute(
+            sample.input, experiment=request.experiment, deadline=deadline, budget=budget,
+            heartbeat=heartbeat, on_prepared=on_prepared,
+        )  # fmt: skip
+        run = (response, session)
+    except Exception as exc:
+        run = exc
+    latency = (clock.monotonic() - start) * 1000.0
+    return score_finished(
+        run, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
+        delivery_count=delivery_count,
+    )  # fmt: skip
+
+
+def execute_function(
+    loop: FunctionLoop[Any, Any],
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    timeout: float | None = None,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+    clock: Clock = SYSTEM_CLOCK,
+) -> SampleOutcome:
+    """`execute_sample` for a `FunctionLoop`, without a session when nothing reads it.
+
+    When the function takes no `session` and `evaluator` is plain (neither session-aware
+    nor a trajectory scorer), the function is called directly, without the session
+    `FunctionLoop.execute` records the run in: the result is the one `execute_sample`
+    gives (zero usage; as transcript, one assistant message holding a text output), and
+    the outcome has no session nor response. That saves microseconds per sample, which
+    a many-threaded run (every thread sharing the GIL) pays in throughput. Otherwise,
+    or for a subclass of `FunctionLoop`, this is `execute_sample`.
+    """
+    if (
+        type(loop) is not FunctionLoop
+        or loop.takes_session
+        or is_trajectory_scorer(evaluator)
+        or is_session_aware(evaluator)
+    ):
+        return execute_sample(
+            loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
+            delivery_count=delivery_count, clock=clock,
+        )  # fmt: skip
+    sample = request.sample
+    deadline = Deadline.after(timeout, clock=clock) if timeout else None
+    start = clock.monotonic()
+    try:
+        output = loop.fn(sample.input)
+        if deadline is not None:  # as FunctionLoop.execute: checked after the call
+            deadline.check(f"function {loop.name}")
+    except Exception as exc:
+        latency = (clock.monotonic() - start) * 1000.0
+        return score_finished(exc, evaluator, request, latency_ms=latency,
+                              delivery_count=delivery_count)  # fmt: skip
+    latency = (clock.monotonic() - start) * 1000.0
+    return score_output(
+        output, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
+        delivery_count=delivery_count,
+    )  # fmt: skip
+
+
+def score_output(
+    output: Any,
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    latency_ms: float,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+) -> SampleOutcome:
+    """Score the output of a function run without a session (see `execute_function`).
+
+    `evaluator` must be plain (neither session-aware nor a trajectory scorer). The result
+    is the one `execute_sample` gives a `FunctionLoop` that returned `output`.
+    """
+    if record_transcript and isinstance(output, str) and output:
+        extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), ())
+    else:
+        extras = _NO_EXTRAS
+    return _score(evaluator, request, delivery_count, latency_ms, extras, output, None, None)
+
+
+def score_finished(
+    run: tuple[PromptResponse[Any], Session] | Exception,
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    *,
+    latency_ms: float,
+    record_transcript: bool = True,
+    delivery_count: int = 1,
+) -> SampleOutcome:
+    """`execute_sample` for a run that already happened: score and record it.
+
+    `run` is what the agent returned (response and session) or the exception it raised;
+    `latency_ms` is how long it took. The local runner awaits an `async def` task
+    function on the event loop, then scores its run with this in a worker thread.
+    """
+    if isinstance(run, Exception):
+        kind = classify_error(run, "agent")
+        result = _error(request, delivery_count, latency_ms, kind, run, _NO_EXTRAS)
+        return SampleOutcome(result, None, None, run, "agent")
+    response, session = run
+    extras = _session_extras(session, response, record_transcript)
+    output = response.output if response.output is not None else response.text
+    return _score(evaluator, request, delivery_count, latency_ms, extras, output, session, response)
+
+
+def _score(
+    evaluator: Callable[..., Score],
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
+    latency: float,
+    extras: _Extras,
+    output: Any,
+    session: Session | None,
+    response: PromptResponse[Any] | None,
+) -> SampleOutcome:
+    """Score a finished run's `output` and record it.
+
+    `session` and `response` are None only from `score_output`, for a plain evaluator.
+    """
+    sample = request.sample
+    plain = session is None  # no need to ask the evaluator's kind again
+    by_trajectory = not plain and is_trajectory_scorer(evaluator)
+    if output is None and not by_trajectory:
+        msg = "the agent finished without an output to score"
+        score = Score(value=0.0, passed=False, reason=msg)
+        result = _result(request, delivery_count, latency, score, extras, None, msg, "no_output")
+        return SampleOutcome(result, session, response)
+    try:
+        if by_trajectory:
+            trajectory = _trajectory(
+                cast("PromptResponse[Any]", response), cast(Session, session), output, extras[0]
+            )
+            score = call_evaluator(evaluator, False, trajectory, sample, None)
+        else:
+            # What `run_evaluator` does, without a session view for a plain evaluator.
+            aware = not plain and is_session_aware(evaluator)
+            view = session.view() if aware and session is not None else None
+            score = call_evaluator(evaluator, aware, output, sample.expected, view)
+    except Exception as exc:
+        kind = classify_error(exc, "evaluator")
+        result = _error(request, delivery_count, latency, kind, exc, extras, output)
+        return SampleOutcome(result, session, response, exc, "evaluator")
+    result = _result(request, delivery_count, latency, score, extras, _jsonable(output))
+    return SampleOutcome(result, session, response)
+
+
+_Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...]]
+"""What a finished run adds to its result: usage, messages and tool calls."""
+
+NO_USAGE = TokenUsage()
+"""The zero usage of a run that reported none, one shared object (`slim` looks for it)."""
+
+_NO_EXTRAS: _Extras = (NO_USAGE, (), ())
+
+
+def _result(
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
+    latency: float,
+    score: Score,
+    extras: _Extras,
+    output: Any,
+    error: str | None = None,
+    error_kind: ErrorKind | None = None,
+) -> EvalResult:
+    # Built through its slots (see `build_result`): this runs per sample.
+    sample = request.sample
+    usage, messages, tool_calls = extras
+    return build_result(
+        sample_id=sample.id, experiment_name=request.experiment.name, score=score,
+        latency_ms=latency, error=error, error_kind=error_kind, epoch=request.epoch,
+        request_id=str(request.request_id), run_id=request.run_id, usage=usage,
+        metadata=dict(sample.metadata), output=output, messages=messages,
+        tool_calls=tool_calls, delivery_count=delivery_count,
+    )  # fmt: skip
+
+
+def _error(
+    request: EvalRequest[Any, Any],
+    delivery_count: int,
+    latency: float,
+    kind: ErrorKind,
+    exc: BaseException,
+    extras: _Extras,
+    output: Any = None,
+) -> EvalResult:
+    message = f"{type(exc).__name__}: {exc}"
+    score = Score(value=0.0, passed=False, reason=message)
+    return _result(
+        request, delivery_count, latency, score, extras, _jsonable(output), message, kind
+    )
+
+
+def _session_extras(
+    session: Session, response: PromptResponse[Any], record_transcript: bool
+) -> _Extras:
+    executed = session[PromptExecuted].all()
+    if len(executed) == 1:
+        usage = executed[0].usage
+    else:
+        usage = TokenUsage()
+        for event in executed:
+            usage = usage + event.usage
+    if usage.total_tokens == 0:
+        usage = response.usage
+    if not record_transcript:
+        return (usage, (), ())
+    messages = tuple(response.messages) or _fallback_messages(response)
+    invoked = session[ToolInvoked].all()
+    return (usage, messages, tuple(_tool_record(t) for t in invoked) if invoked else ())
+
+
+def _trajectory(
+    response: PromptResponse[Any], session: Session, output: Any, usage: TokenUsage
+) -> Trajectory:
+    return Trajectory(
+        messages=tuple(response.messages) or _fallback_messages(response),
+        tool_calls=tuple(_tool_record(t) for t in session[ToolInvoked].all()),
+        output=output, usage=usage, session=session.view(),
+    )  # fmt: skip
+
+
+def _fallback_messages(response: PromptResponse[Any]) -> tuple[ChatMessage, ...]:
+    return (ChatMessage(role="assistant", content=response.text),) if response.text else ()
+
+
+def _tool_record(event: ToolInvoked) -> ToolCallRecord:
+    return ToolCallRecord(
+        name=event.name, params=dict(event.params), message=event.result.message,
+        success=event.success, duration_ms=event.duration_ms, error=event.error,
+    )  # fmt: skip
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or type(value) is str:
+        return value  # what serde.dump returns for them, without the call
+    try:
+        return serde.dump(value)
+    except Exception:  # an output we cannot serialize is still worth showing
+        return repr(value)

@@ -1,0 +1,503 @@
+"""One `evaluate` call's state: the sample source, the work generator, workers, results.
+
+`_evaluate.py` holds the public entry points; this module holds the machinery they drive
+(see `_evaluate`'s docstring for the behaviour).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from weakincentives.clock import Clock
+from weakincentives.errors import ConfigurationError, InvalidDatasetError
+from weakincentives.experiment import Experiment
+from weakincentives.runtime.threads import WorkerThreads
+
+from .._records import (
+    ErrorKind,
+    EvalRequest,
+    EvalResult,
+    Sample,
+    Score,
+    build_request,
+    build_result,
+)
+from ..dataset import Dataset, canonical_bytes
+from ..report import EvalReport
+from ..store import Fingerprint, RunHandle, RunStatus, RunStore
+from ._environment import EnvironmentFactory, create_environment, serialize_environment
+from ._progress import NullProgress, ProgressSink
+from ._sample import NO_USAGE, SampleOutcome
+from ._target import SampleTarget
+
+__all__ = [
+    "UNHASHED_STREAM",
+    "DatasetSource",
+    "LocalRun",
+    "RunSettings",
+    "SampleSource",
+    "error_result",
+    "slim",
+]
+
+DatasetSource = Iterable[Sample[Any, Any]]
+"""A `Dataset`, a list or tuple of samples, or any iterable of them (streamed)."""
+
+UNHASHED_STREAM = "unhashed-stream"
+"""`Fingerprint.dataset_sha256` of a streamed run until its hash is known (see resume)."""
+
+PROGRESS_INTERVAL = 0.1
+"""Seconds between progress updates when samples run in long-lived threads."""
+
+_JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
+_Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What `evaluate` was asked to run (checked)."""
+
+    experiments: tuple[Experiment, ...]
+    """Experiments, in order, with unique names."""
+    epochs: int
+    """Runs per `(sample, experiment)`."""
+    max_concurrent: int
+    """Worker tasks (and worker threads)."""
+    timeout: float | None
+    """Seconds per sample."""
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        experiments: Iterable[Experiment],
+        epochs: int,
+        max_concurrent: int,
+        timeout: float | None,
+        judge_concurrency: int | None,
+    ) -> RunSettings:
+        """Check the arguments of `evaluate` and keep the ones the run needs."""
+        exps = (experiments,) if isinstance(experiments, Experiment) else tuple(experiments)
+        names = [e.name for e in exps if isinstance(e, Experiment)]
+        if not exps or len(names) != len(exps) or len(set(names)) != len(names):
+            raise ConfigurationError(
+                f"experiments must be one or more Experiments with unique names, got {exps!r}"
+            )
+        for name, value, low in (
+            ("epochs", epochs, 1), ("max_concurrent", max_concurrent, 1),
+            ("judge_concurrency", judge_concurrency, 1),
+        ):  # fmt: skip
+            if value is not None and (not isinstance(value, int) or value < low):
+                raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
+        if timeout is not None and not timeout > 0:
+            raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
+        return cls(exps, epochs, max_concurrent, timeout)
+
+
+class LocalRun:
+    """The state of one `evaluate` call: work generator, workers, store handle, results."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        source: SampleSource,
+        target: SampleTarget,
+        environment_factory: EnvironmentFactory | None,
+        progress: ProgressSink,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.source = source
+        self.target = target
+        self.environment_factory = environment_factory
+        self.progress = progress
+        self.run_id: str | None = None
+        self.handle: RunHandle | None = None
+        self.resumed = False
+        self.done: Collection[tuple[str, str, int]] = ()
+        self.earlier: dict[tuple[str, str, int], EvalResult] = {}
+        self.results: list[EvalResult] = []
+        self._clock = clock
+        self._stopped = False
+        self._pull_lock = threading.Lock()
+        self._failure: BaseException | None = None  # what broke a slot thread
+        self._reported = 0  # results handed to the progress sink (thread slots)
+
+    @property
+    def planned(self) -> int | None:
+        """Results the whole run records, when the dataset's length is known."""
+        n = self.source.length
+        per_sample = len(self.settings.experiments) * self.settings.epochs
+        return None if n is None else n * per_sample
+
+    def attach(
+        self,
+        store: RunStore,
+        fingerprint: Fingerprint,
+        resume: str | None,
+        run_id: str | None,
+        retry_errors: bool,
+    ) -> None:
+        """Create the stored run, or resume one (reading back what it already holds)."""
+        s = self.settings
+        if resume is None:
+            config = {"max_concurrent": s.max_concurrent, "timeout": s.timeout}
+            self.handle = store.create(
+                fingerprint, run_id=run_id, config=config, expected_results=self.planned
+            )
+        else:
+            if self.source.sha256 is None:
+                raise ConfigurationError(
+                    "resuming needs the dataset's hash: pass a Dataset or a list, or the "
+                    "hash of a streamed dataset as dataset_sha256=dataset_sha256(path, I, E)"
+                )
+            self.handle = store.resume(resume, fingerprint)
+            self.resumed = True
+            self.done = self.handle.completed_keys(include_errors=not retry_errors)
+            for result in self.handle.iter_results():
+                if result.key in self.done:
+                    self.earlier[result.key] = slim(result)
+        self.run_id = self.handle.run_id
+
+    async def execute(self) -> None:
+        """Run every planned key not done yet; finish the stored run either way."""
+        status: RunStatus = "interrupted"
+        try:
+            self.progress.start(self.planned, done=len(self.earlier))
+            blocking = self._blocking_call()
+            try:
+                if blocking is None:
+                    await self._run_tasks()
+                else:
+                    await self._run_threads(blocking)
+            except BaseExceptionGroup as group:
+                # Samples never raise (failures are results), so this is one broken
+                # piece of configuration (dataset, store, progress sink) or a cancel:
+                # surface it as itself rather than wrapped in a group.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
+            status = "complete"
+        finally:
+            self._stopped = True  # worker threads left behind by a cancel take no more work
+            self.progress.finish()
+            if self.handle is not None:
+                self.handle.finish(status, **self._final_manifest(status))
+
+    async def _run_tasks(self) -> None:
+        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
+        limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
+        work = self._work()
+        async with anyio.create_task_group() as tg:
+            for _ in range(self._slots()):
+                tg.start_soon(self._worker, work, limiter)
+
+    def _slots(self) -> int:
+        """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
+        planned = self.planned
+        if planned is None:  # a stream of unknown length
+            return self.settings.max_concurrent
+        return max(1, min(self.settings.max_concurrent, planned - len(self.done)))
+
+    def _work(self) -> Iterator[_Work]:
+        # One generator shared by every worker task. `next()` on it never awaits, so the
+        # tasks cannot interleave inside it; the sample-major order keeps the experiments
+        # and epochs of one sample together. It yields what to run, not the request:
+        # slot threads pull under a lock, and building the request (its id, its clock
+        # reading) need not hold it.
+        experiments, epochs, done = self.settings.experiments, self.settings.epochs, self.done
+        for sample in self.source:
+            for experiment in experiments:
+                for epoch in range(epochs):
+                    if done and (sample.id, experiment.name, epoch) in done:
+                        continue
+                    yield sample, experiment, epoch
+
+    def _request(self, item: _Work) -> EvalRequest[Any, Any]:
+        sample, experiment, epoch = item
+        return build_request(sample, experiment, epoch=epoch, run_id=self.run_id)
+
+    def _blocking_call(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
+        """The target's blocking call, when whole samples can run in long-lived threads.
+
+        That needs a target that runs entirely in a thread, no per-sample timeout (a
+        timed-out sample abandons its thread) and no environments (their factory may
+        be async).
+        """
+        if self.settings.timeout is not None or self.environment_factory is not None:
+            return None
+        return self.target.blocking
+
+    async def _run_threads(self, call: Callable[[EvalRequest[Any, Any]], SampleOutcome]) -> None:
+        """Up to `max_concurrent` long-lived threads, each looping over the shared work.
+
+        One thread start per slot, none per sample: the threads take requests, run
+        them and append the results themselves. The event loop only waits (in one
+        helper thread) and, with a progress sink, hands it the new results every
+        `PROGRESS_INTERVAL` seconds, in order, from the event loop's thread.
+        """
+        work = self._work()
+        slots = self._slots()
+        pool = WorkerThreads(slots, name="wink-eval")
+        context = contextvars.copy_context()
+        for _ in range(slots):
+            # Each slot in its own copy of the caller's context, like a to_thread call.
+            slot = functools.partial(self._thread_loop, call, work)
+            pool.submit(functools.partial(context.copy().run, slot))
+        finished = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                if not isinstance(self.progress, NullProgress):
+                    tg.start_soon(self._forward_progress, finished)
+                try:
+                    await anyio.to_thread.run_sync(self._wait, pool, abandon_on_cancel=True)
+                finally:
+                    finished.set()
+        finally:
+            self._stopped = True  # on a cancel, the slots stop after their current sample
+            pool.shutdown(wait=False)
+            self._advance_progress()
+        if self._failure is not None:
+            raise self._failure
+
+    def _wait(self, pool: WorkerThreads) -> None:
+        # Returns when the slots are done, or soon after a cancel (`_stopped`): a hung
+        # agent must not keep this helper thread, and so the process, alive.
+        while not pool.join(timeout=_JOIN_POLL) and not self._stopped:
+            pass
+
+    async def _forward_progress(self, finished: anyio.Event) -> None:
+        while not finished.is_set():
+            with anyio.move_on_after(PROGRESS_INTERVAL):
+                await finished.wait()
+            self._advance_progress()
+
+    def _advance_progress(self) -> None:
+        """Give the progress sink the results recorded since the last call."""
+        end = len(self.results)
+        for index in range(self._reported, end):
+            self.progress.advance(self.results[index])
+        self._reported = end
+
+    def _thread_loop(
+        self,
+        call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
+        work: Iterator[_Work],
+    ) -> None:
+        handle, results = self.handle, self.results
+        try:
+            while not self._stopped:
+                with self._pull_lock:  # a generator cannot be advanced by two threads at once
+                    item = next(work, None)
+                if item is None:
+                    return
+                result = call(self._request(item)).result
+                if self._stopped:
+                    return  # cancelled meanwhile: the late result is discarded
+                if handle is not None:
+                    handle.append(result)  # thread-safe
+                    result = slim(result)
+                results.append(result)
+        except BaseException as exc:  # the dataset or the store broke: end the run with it
+            if self._failure is None:
+                self._failure = exc
+            self._stopped = True
+
+    async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
+        handle, results, advance = self.handle, self.results, self.progress.advance
+        plain = self.settings.timeout is None and self.environment_factory is None
+        run, request = self.target.run, self._request
+        for item in work:
+            if plain:  # `_run_one` would add two coroutines per sample around this
+                result = (await run(request(item), None, limiter)).result
+            else:
+                result = await self._run_one(request(item), limiter)
+            if handle is not None:
+                handle.append(result)
+                result = slim(result)
+            results.append(result)
+            advance(result)
+
+    async def _run_one(
+        self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
+    ) -> EvalResult:
+        timeout = self.settings.timeout
+        if timeout is None:
+            return await self._attempt(request, limiter)
+        clock = self._clock
+        start = clock.monotonic()
+        with anyio.move_on_after(timeout):
+            return await self._attempt(request, limiter)
+        latency = (clock.monotonic() - start) * 1000.0
+        message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
+        return error_result(request, message, "timeout", latency)
+
+    async def _attempt(
+        self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
+    ) -> EvalResult:
+        factory = self.environment_factory
+        if factory is None:
+            return (await self.target.run(request, None, limiter)).result
+        try:
+            env = await create_environment(factory, request.sample)
+        except Exception as exc:
+            return error_result(request, _describe(exc), "environment", 0.0)
+        result = (await self.target.run(request, env, limiter)).result
+        try:
+            state = await serialize_environment(env)
+        except Exception as exc:
+            if result.error is not None:
+                return result  # the run's own error says more than the lost state
+            message = f"environment could not be serialized: {_describe(exc)}"
+            score = Score(value=0.0, passed=False, reason=message)
+            return dataclasses.replace(result, error=message, error_kind="environment", score=score)
+        return dataclasses.replace(result, environment=state)
+
+    def _final_manifest(self, status: RunStatus) -> dict[str, Any]:
+        # A complete streamed run's hash is known only now: `finish` writes it (and the
+        # final count) into the manifest with the status, so the run's fingerprint names
+        # its dataset (one manifest write, not two).
+        assert self.handle is not None
+        sha256 = self.source.hashed_as_read
+        fingerprint = self.handle.manifest.fingerprint
+        if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:
+            return {}
+        return {
+            "fingerprint": dataclasses.replace(fingerprint, dataset_sha256=sha256),
+            "expected_results": self.expected_count(),
+        }
+
+    def expected_count(self) -> int:
+        """Results the run should hold, now that the dataset was read to the end."""
+        return self.source.count * len(self.settings.experiments) * self.settings.epochs
+
+    def report(self, extra: Mapping[str, Any]) -> EvalReport:
+        """The report: earlier results (resume) first, then this call's, in arrival order."""
+        s = self.settings
+        config: dict[str, Any] = {
+            "run_id": self.run_id,
+            **extra,
+            "experiments": [e.name for e in s.experiments],
+            "epochs": s.epochs,
+            "max_concurrent": s.max_concurrent,
+            "timeout": s.timeout,
+            "samples": self.source.count,
+            "dataset_sha256": self.source.sha256 or self.source.hashed_as_read,
+            "store": str(self.handle.path) if self.handle is not None else None,
+            "resumed": self.resumed,
+            "skipped": len(self.earlier),
+        }
+        results = (*self.earlier.values(), *self.results)
+        return EvalReport(
+            results=results, expected_count=self.expected_count(), run_id=self.run_id,
+            config=config,
+        )  # fmt: skip
+
+
+def slim(result: EvalResult) -> EvalResult:
+    """`result` as the report keeps it when the run store holds the full record.
+
+    Dropped (the store has them): the transcript (`messages`, `tool_calls`), `output`,
+    `request_id`, and the reason of a passed score without metrics (that score becomes a
+    shared `Score(value, passed=True)`). Kept: everything the report computes with
+    (scores, metrics, errors and their reasons, latency, usage, metadata, environment).
+    Empty metadata and zero usage are shared objects.
+    """
+    score, error, usage = result.score, result.error, result.usage
+    if error is None and score.passed and not score.metrics and score.reason:
+        score = _passed_score(score.value)
+    # Built through its slots (see `build_result`), not `dataclasses.replace` (which reads
+    # every field through `dataclasses.fields` first): this runs per result. The dropped
+    # fields are left to their defaults; tests check that every other field is carried over.
+    return build_result(
+        sample_id=result.sample_id, experiment_name=result.experiment_name, score=score,
+        latency_ms=result.latency_ms, error=error, bundle_path=result.bundle_path,
+        error_kind=result.error_kind, epoch=result.epoch, run_id=result.run_id,
+        usage=NO_USAGE if usage is NO_USAGE or usage == NO_USAGE else usage,
+        metadata=result.metadata or _EMPTY, delivery_count=result.delivery_count,
+        environment=result.environment,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _passed_score(value: float) -> Score:
+    return Score(value=value, passed=True)
+
+
+def error_result(
+    request: EvalRequest[Any, Any], message: str, kind: ErrorKind, latency_ms: float
+) -> EvalResult:
+    """An error result for `request` that never reached scoring."""
+    sample = request.sample
+    return EvalResult(
+        sample_id=sample.id, experiment_name=request.experiment.name, epoch=request.epoch,
+        request_id=str(request.request_id), run_id=request.run_id,
+        metadata=dict(sample.metadata), latency_ms=latency_ms, error=message, error_kind=kind,
+        score=Score(value=0.0, passed=False, reason=message),
+    )  # fmt: skip
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SampleSource:
+    """The dataset as the runner reads it: checked, counted and, when needed, hashed.
+
+    A `Dataset`, list or tuple is hashed up front (`Dataset.sha256`); any other iterable
+    is streamed once, hashed as it is read when `hashing` and no `sha256` was given.
+    """
+
+    def __init__(
+        self, dataset: DatasetSource, *, sha256: str | None = None, hashing: bool = False
+    ) -> None:
+        self.count = 0
+        """Samples read so far."""
+        self.hashed_as_read: str | None = None
+        """Hash of a streamed dataset, once read to the end (when it was hashed)."""
+        if isinstance(dataset, list | tuple):
+            dataset = Dataset(samples=tuple(dataset))  # checks types and unique ids
+        if isinstance(dataset, Dataset):
+            self._samples: Iterable[Sample[Any, Any]] = dataset.samples
+            self.length: int | None = len(dataset)
+            self.sha256 = sha256 or (dataset.sha256 if hashing else None)
+            self._streamed = False
+        elif isinstance(dataset, Iterable) and not isinstance(dataset, str | bytes):
+            self._samples = dataset
+            self.length = len(dataset) if isinstance(dataset, Collection) else None
+            self.sha256 = sha256
+            self._streamed = True
+        else:
+            hint = " (load files with Dataset.load or Dataset.stream)"
+            is_path = isinstance(dataset, str | bytes | os.PathLike)
+            raise ConfigurationError(
+                f"dataset must be a Dataset or an iterable of Samples, got "
+                f"{type(dataset).__name__}{hint if is_path else ''}"
+            )
+        self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
+
+    def __iter__(self) -> Iterator[Sample[Any, Any]]:
+        hasher, streamed = self._hasher, self._streamed
+        for sample in self._samples:
+            if streamed and not isinstance(sample, Sample):
+                raise InvalidDatasetError(
+                    f"dataset item {self.count} is a {type(sample).__name__}, not a Sample"
+                )
+            if hasher is not None:
+                hasher.update(canonical_bytes(sample))
+            self.count += 1
+            yield sample
+        if hasher is not None:
+            self.hashed_as_read = hasher.hexdigest()

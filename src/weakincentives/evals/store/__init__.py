@@ -1,0 +1,50 @@
+"""The run store: a run's directory on disk, written as results complete.
+
+Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
+`RunHandle` (appends each result to `results.jsonl` and keeps the manifest `run.json`:
+`_handle.py`), the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
+`iter_results`: `_files.py`), the background fsync thread (`_syncer.py`), per-run counts
+(`_tally.py`), and the `Fingerprint` that decides whether a resume is the same run
+(`_fingerprint.py`). It may import the shared records and the foundation layer; nothing
+else of `evals`.
+"""
+
+from ._files import (
+    MANIFEST_FILE,
+    RESULTS_FILE,
+    iter_results,
+    latest_results,
+)
+from ._fingerprint import (
+    ExperimentFingerprint,
+    Fingerprint,
+    diff_fingerprints,
+    qualified_name,
+)
+from ._handle import (
+    RunCounts,
+    RunHandle,
+    RunManifest,
+    RunStatus,
+)
+from ._run_store import (
+    RunStore,
+    new_run_id,
+)
+
+__all__ = [
+    "MANIFEST_FILE",
+    "RESULTS_FILE",
+    "ExperimentFingerprint",
+    "Fingerprint",
+    "RunCounts",
+    "RunHandle",
+    "RunManifest",
+    "RunStatus",
+    "RunStore",
+    "diff_fingerprints",
+    "iter_results",
+    "latest_results",
+    "new_run_id",
+    "qualified_name",
+]
