@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all demo test check lint format typecheck bench clean system-deps
+.PHONY: all demo test check lint format typecheck bench clean system-deps docs docs-serve
 
 all: check
 
@@ -40,11 +40,18 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-check: lint typecheck $(STAMP) system-deps
+check: lint typecheck docs $(STAMP) system-deps
 	$(BIN)/python -m pytest --cov --cov-report=term
+
+# The documentation site (MkDocs, strict: a broken link or reference fails the build).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site

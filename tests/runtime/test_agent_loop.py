@@ -475,3 +475,9 @@ def test_execute_refuses_an_async_function_inside_a_running_loop() -> None:
         assert (await loop.aexecute("hi"))[0].output == "HI"
 
     asyncio.run(inside())
+
+
+def test_function_loop_takes_a_builtin_without_a_signature() -> None:
+    loop = FunctionLoop(str)  # inspect.signature(str) raises ValueError
+    response, _ = loop.execute(42)
+    assert response.output == "42"

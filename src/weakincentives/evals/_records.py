@@ -49,6 +49,7 @@ ErrorKind = Literal[
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "agent", "no_output", "evaluator", "judge", "timeout", "budget", "environment", "cancelled",
 )  # fmt: skip
+"""Every `ErrorKind`, in the order reports list them."""
 
 
 # No slots on generic values: `Sample[str, str](...)` sets __orig_class__, which slotted

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from types import MappingProxyType
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -222,7 +223,11 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
     ) -> None:
         super().__init__(adapter=_NoAdapter(), clock=clock, name=name or _fn_name(fn))
         self.fn: Callable[..., Any] = fn
-        self._wants_session = "session" in inspect.signature(fn).parameters
+        try:
+            parameters = inspect.signature(fn).parameters
+        except (TypeError, ValueError):  # builtins such as `str` have none: called fn(request)
+            parameters = MappingProxyType({})
+        self._wants_session = "session" in parameters
         self._is_async = is_async_callable(fn)
 
     @property
