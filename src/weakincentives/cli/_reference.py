@@ -46,7 +46,7 @@ class CommandDoc:
 def commands(app: typer.Typer | None = None) -> Iterator[CommandDoc]:
     """Every command of `app` (default: the `wink` app), groups before their members."""
     if app is None:
-        from weakincentives.cli import app as wink_app  # noqa: PLC0415 - the cli imports us
+        from weakincentives.cli import app as wink_app
 
         app = wink_app
     root = typer.main.get_command(app)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from types import MappingProxyType
 from collections.abc import Awaitable, Callable
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter
