@@ -478,6 +478,6 @@ def test_execute_refuses_an_async_function_inside_a_running_loop() -> None:
 
 
 def test_function_loop_takes_a_builtin_without_a_signature() -> None:
-    loop = FunctionLoop(str)  # inspect.signature(str) raises ValueError
+    loop: FunctionLoop[int, str] = FunctionLoop(str)  # inspect.signature(str) raises ValueError
     response, _ = loop.execute(42)
     assert response.output == "42"
