@@ -54,12 +54,15 @@ Judges:
 - `corrected_pass_rate(observed_passes, n, tpr=..., tnr=..., ...)` -> `CorrectedRate`:
   the pass rate corrected for judge errors (Rogan-Gladen) with a delta-method SE.
 
+- `format_signed(x)`, `plural(n, word)`: how every view prints a signed number (never
+  "-0.0") and a count.
 - `normal_ppf(p)`: the inverse standard normal CDF (AS241); `t_ppf(p, df)`, `t_sf(t, df)`:
   Student's t quantile and tail, without scipy.
 """
 
 from weakincentives.errors import InvalidStatisticError
 
+from ._format import format_signed, plural
 from ._intervals import (
     ClusteredEstimate,
     Interval,
@@ -113,6 +116,7 @@ __all__ = [
     "cohens_kappa",
     "connor_sample_size",
     "corrected_pass_rate",
+    "format_signed",
     "holm",
     "judge_agreement",
     "mcnemar",
@@ -129,6 +133,7 @@ __all__ = [
     "pass_at_k_by_sample",
     "pass_hat_k",
     "pass_hat_k_by_sample",
+    "plural",
     "repeated_samples",
     "required_sample_size",
     "required_sample_size_proportions",

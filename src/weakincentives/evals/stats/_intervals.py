@@ -38,7 +38,7 @@ class Interval:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateEstimate:
-    """A pass rate with its Wilson score interval."""
+    """A pass rate with its interval: Wilson, or cluster-robust (see `method`)."""
 
     successes: int
     """Number of successes (passes)."""
@@ -52,6 +52,11 @@ class RateEstimate:
     """Upper end of the Wilson interval; `(0, 1)` when `n == 0`."""
     confidence: float
     """Coverage of the interval, e.g. `0.95`."""
+    method: str = "Wilson"
+    """How the interval was made: `"Wilson"`, or for a clustered rate (from
+    `summarize_outcomes`) `"Student t"` / `"Wilson (no spread)"` over the clusters."""
+    n_clusters: int | None = None
+    """Number of clusters when the interval is cluster-robust, else None."""
 
     @property
     def interval(self) -> Interval:

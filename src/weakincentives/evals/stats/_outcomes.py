@@ -61,7 +61,8 @@ class OutcomeSummary:
         """The pass rate as a `RateEstimate` (its interval is the one above, clustered or not)."""
         return RateEstimate(
             successes=self.passed, n=self.n, rate=self.pass_rate, low=self.pass_rate_low,
-            high=self.pass_rate_high, confidence=self.confidence,
+            high=self.pass_rate_high, confidence=self.confidence, method=self.pass_rate_method,
+            n_clusters=self.n_clusters,
         )  # fmt: skip
 
 
