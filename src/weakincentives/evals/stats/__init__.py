@@ -39,7 +39,8 @@ Planning:
   detects; `required_sample_size(effect, sd=...)`: the pairs it needs; `t_test_power`.
 - `mcnemar_power(n, p10=..., p01=...)`: exact power of McNemar's test as the report runs
   it; `mcnemar_sample_size(...)`, `mcnemar_detectable_effect(n, discordant=...)`;
-  `connor_sample_size(...)`: Connor's (1987) approximation.
+  `connor_sample_size(...)`: Connor's (1987) approximation; for planning,
+  `discordant_rates(p1, p2, correlation)` and `mcnemar_detectable_rise(n, baseline_rate=...)`.
 - `required_sample_size_proportions(p1, p2)`: samples per group for two independent rates.
 
 Repeated attempts (epochs):
@@ -82,7 +83,9 @@ from ._judge import (
 from ._mcnemar import McNemarResult, mcnemar
 from ._mcnemar_power import (
     connor_sample_size,
+    discordant_rates,
     mcnemar_detectable_effect,
+    mcnemar_detectable_rise,
     mcnemar_power,
     mcnemar_sample_size,
 )
@@ -116,11 +119,13 @@ __all__ = [
     "cohens_kappa",
     "connor_sample_size",
     "corrected_pass_rate",
+    "discordant_rates",
     "format_signed",
     "holm",
     "judge_agreement",
     "mcnemar",
     "mcnemar_detectable_effect",
+    "mcnemar_detectable_rise",
     "mcnemar_power",
     "mcnemar_sample_size",
     "mean_ci",

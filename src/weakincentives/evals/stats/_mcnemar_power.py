@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "connor_sample_size",
+    "discordant_rates",
     "mcnemar_detectable_effect",
+    "mcnemar_detectable_rise",
     "mcnemar_power",
     "mcnemar_sample_size",
 ]
@@ -232,3 +234,60 @@ def mcnemar_detectable_effect(
     if discordant <= 0.0 or power_at(discordant) < power:
         return math.nan
     return solve_increasing(power_at, power, 0.0, discordant, rel_tol=1e-7)
+
+
+def discordant_rates(p1: float, p2: float, correlation: float = 0.0) -> tuple[float, float]:
+    """`(p10, p01)` of paired pass/fail outcomes with pass rates `p1`, `p2` and a correlation.
+
+    `P(both pass) = p1 p2 + r sqrt(p1 (1 - p1) p2 (1 - p2))`, `p10 = p1 - P(both pass)`
+    (baseline passes, treatment fails) and `p01 = p2 - P(both pass)`. Correlation 0
+    (independent outcomes) gives the most discordant pairs: the conservative plan.
+
+    Raises:
+        InvalidStatisticError: a rate is outside [0, 1], or no pair of outcomes has these
+            rates and this correlation.
+    """
+    check_probability("p1", p1)
+    check_probability("p2", p2)
+    both = p1 * p2 + correlation * math.sqrt(p1 * (1 - p1) * p2 * (1 - p2))
+    p10, p01 = p1 - both, p2 - both
+    if min(p10, p01, both) < -1e-12 or p10 + p01 + both > 1 + 1e-12:
+        raise InvalidStatisticError(
+            f"correlation {correlation:g} is impossible for pass rates {p1:g} and {p2:g}; "
+            "use a smaller correlation"
+        )
+    return max(p10, 0.0), max(p01, 0.0)
+
+
+def mcnemar_detectable_rise(
+    n: int,
+    *,
+    baseline_rate: float,
+    correlation: float = 0.0,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """Smallest rise of a pass rate above `baseline_rate` that `n` pairs detect with `power`.
+
+    The planning counterpart of `mcnemar_detectable_effect`: the treatment's rate is
+    `baseline_rate + effect` and the discordant shares follow from `correlation`
+    (`discordant_rates`). NaN when even a treatment that always passes is not detected.
+
+    Raises:
+        InvalidStatisticError: `n < 1`, `baseline_rate` outside `(0, 1)`, or `alpha`/`power`
+            outside `(0, 1)`.
+    """
+    check_probability("baseline_rate", baseline_rate, open_interval=True)
+    check_probability("power", power, open_interval=True)
+
+    def power_at(effect: float) -> float:
+        try:
+            p10, p01 = discordant_rates(baseline_rate, baseline_rate + effect, correlation)
+        except InvalidStatisticError:
+            return 0.0
+        return mcnemar_power(n, p10=p10, p01=p01, alpha=alpha)
+
+    top = 1.0 - baseline_rate
+    if power_at(top) < power:
+        return math.nan
+    return solve_increasing(power_at, power, 0.0, top, rel_tol=1e-6)
