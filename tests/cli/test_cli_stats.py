@@ -7,12 +7,12 @@ import math
 from typing import Any
 
 import pytest
-from scipy.stats import norm
-from statsmodels.stats.power import NormalIndPower
+from statsmodels.stats.power import NormalIndPower, TTestPower
 from statsmodels.stats.proportion import proportion_effectsize
 from typer.testing import CliRunner
 
 from weakincentives.cli import app
+from weakincentives.evals.stats import discordant_rates, mcnemar_power, mcnemar_sample_size
 
 
 def power_json(*args: str) -> dict[str, Any]:
@@ -23,37 +23,63 @@ def power_json(*args: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("sd", "effect"), [(0.4, 0.05), (1.0, 0.2), (0.25, 0.1)])
-def test_score_sample_size_matches_a_one_sample_z_test(sd: float, effect: float) -> None:
+def test_score_sample_size_is_the_paired_t_test_sample_size(sd: float, effect: float) -> None:
     data = power_json("--sd", str(sd), "--effect", str(effect))
-    expected = NormalIndPower().solve_power(effect_size=effect / sd, alpha=0.05, power=0.8, ratio=0)
+    expected = TTestPower().solve_power(effect_size=effect / sd, alpha=0.05, power=0.8)
     assert data["required_pairs"] == math.ceil(expected)
+    assert data["test"] == "paired t-test"
+    assert data["achieved_power"] == pytest.approx(
+        TTestPower().power(effect / sd, data["required_pairs"], 0.05), abs=1e-9
+    )
+    assert data["achieved_power"] >= 0.8
     assert data["required_per_group"] is None
 
 
 @pytest.mark.parametrize(("p", "effect"), [(0.7, 0.05), (0.5, -0.1), (0.9, 0.05)])
-def test_rate_sample_sizes_match_statsmodels(p: float, effect: float) -> None:
+def test_rate_sample_sizes_are_mcnemar_sample_sizes(p: float, effect: float) -> None:
     data = power_json("--baseline-rate", str(p), "--effect", str(effect))
     per_group = NormalIndPower().solve_power(
         effect_size=proportion_effectsize(p + effect, p), alpha=0.05, power=0.8, ratio=1
     )
     assert data["required_per_group"] == math.ceil(per_group)
-    # Paired, correlation 0: the sd of a difference of two independent 0/1 outcomes.
+    # Correlation 0: independent outcomes, so P(pass -> fail) = p (1 - p2), and so on.
     p2 = p + effect
-    sd = math.sqrt(p * (1 - p) + p2 * (1 - p2))
-    z = norm.ppf(0.975) + norm.ppf(0.8)
-    assert data["required_pairs"] == math.ceil((z * sd / abs(effect)) ** 2)
+    assert data["p10"] == pytest.approx(p * (1 - p2), abs=1e-12)
+    assert data["p01"] == pytest.approx(p2 * (1 - p), abs=1e-12)
+    assert data["test"] == "McNemar"
+    assert data["sd"] is None  # no sd is behind a McNemar plan, so none is printed
+    n = data["required_pairs"]
+    assert n == mcnemar_sample_size(p10=data["p10"], p01=data["p01"])
+    assert data["achieved_power"] == mcnemar_power(n, p10=data["p10"], p01=data["p01"])
+    assert data["achieved_power"] >= 0.8 > mcnemar_power(n - 1, p10=data["p10"], p01=data["p01"])
 
 
-def test_detectable_effect_at_each_n_matches_statsmodels() -> None:
+def test_the_issue_case_plans_for_mcnemar() -> None:
+    # The z-test planner printed 1248 pairs, where McNemar's power is 0.786.
+    data = power_json("--baseline-rate", "0.7", "--effect", "0.05")
+    assert data["required_pairs"] == 1291
+    assert data["achieved_power"] == pytest.approx(0.8000, abs=5e-5)
+
+
+def test_detectable_effect_at_each_n_reaches_the_power() -> None:
     data = power_json(
         "--sd", "0.4", "--n", "100", "--n", "400", "--alpha", "0.01", "--power", "0.9"
     )
     assert [row["n"] for row in data["mde"]] == [100, 400]
     for row in data["mde"]:
-        d = NormalIndPower().solve_power(nobs1=row["n"], alpha=0.01, power=0.9, ratio=0)
-        assert row["effect"] == pytest.approx(d * 0.4, rel=1e-4)
+        assert TTestPower().power(row["effect"] / 0.4, row["n"], 0.01) == pytest.approx(
+            0.9, abs=1e-7
+        )
     assert data["effect"] is None
     assert data["required_pairs"] is None
+
+
+def test_rate_detectable_effect_is_mcnemar_s_and_unknown_when_out_of_reach() -> None:
+    data = power_json("--baseline-rate", "0.7", "--n", "5", "--n", "1000")
+    tiny, large = data["mde"]
+    assert tiny == {"n": 5, "effect": None}  # no rise of 0.7 is detected with 5 pairs
+    p10, p01 = discordant_rates(0.7, 0.7 + large["effect"])
+    assert mcnemar_power(1000, p10=p10, p01=p01) == pytest.approx(0.8, abs=1e-5)
 
 
 def test_positive_correlation_needs_fewer_pairs() -> None:
@@ -68,7 +94,10 @@ def test_text_output_names_the_required_n_and_the_mde_table() -> None:
         app, ["stats", "power", "--baseline-rate", "0.7", "--effect", "0.05"]
     )
     assert result.exit_code == 0
-    assert "paired samples" in result.stdout
+    assert "1291 paired samples" in result.stdout
+    assert "power 0.800" in result.stdout
+    assert "assuming 17.5% of pairs go pass->fail and 22.5% fail->pass" in result.stdout
+    assert "sd of differences" not in result.stdout
     assert "samples per group" in result.stdout
     assert "Minimum detectable effect" in result.stdout
     assert "1000" in result.stdout
@@ -83,6 +112,7 @@ def test_text_output_names_the_required_n_and_the_mde_table() -> None:
         (["--baseline-rate", "0.9", "--effect", "0.2"], "outside [0, 1]"),
         (["--sd", "1", "--effect", "0"], "effect"),
         (["--sd", "-1"], "sd"),
+        (["--baseline-rate", "0.9", "--effect", "0.05", "--correlation", "-0.9"], "impossible"),
         (["--sd", "1", "--alpha", "2"], "alpha"),
         (["--sd", "1", "--correlation", "1"], "--correlation"),
         (["--sd", "1", "--n", "0"], "--n must be at least 1"),

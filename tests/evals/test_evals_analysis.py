@@ -130,7 +130,7 @@ def test_summarize_with_a_cluster_key_or_function() -> None:
         result(f"s{i}", v, metadata={"topic": t})
         for i, (v, t) in enumerate(zip(values, topics, strict=True))
     ]
-    expected = stats.clustered_mean(values, topics)
+    expected = stats.clustered_mean(values, topics, bounds=(0.0, 1.0))
     by_key = summarize(rs, cluster="topic")
     by_function = summarize(rs, cluster=lambda r: r.metadata["topic"])
     assert by_key == by_function

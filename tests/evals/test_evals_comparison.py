@@ -107,7 +107,11 @@ def test_paired_statistics_match_the_stats_functions(comparison: ExperimentCompa
     assert comparison.delta == pytest.approx(2 / 12)
     assert comparison.delta_ci == expected.interval
     assert comparison.bootstrap_ci == expected.bootstrap_interval
-    assert comparison.minimum_detectable_effect == expected.minimum_detectable_effect
+    # 12 pairs with 6 discordant cannot reach 80% power with McNemar: unknown, with why.
+    assert math.isnan(comparison.minimum_detectable_effect)
+    assert comparison.why("minimum_detectable_effect") == expected.reasons[
+        "minimum_detectable_effect"
+    ]
     mcnemar = stats.mcnemar(2, 4)
     assert comparison.mcnemar == mcnemar
     assert mcnemar.exact
@@ -151,7 +155,7 @@ def test_results_pair_by_sample_and_epoch_and_duplicates_are_counted() -> None:
     assert c.duplicates == 1
     assert [(f.sample_id, f.epoch) for f in c.regressions] == [("a", 0)]
     assert math.isnan(c.p_value) is False  # McNemar is defined with one pair
-    assert math.isnan(c.delta_ci.low)  # but no interval under two pairs
+    assert c.delta_ci == stats.newcombe_paired_interval(0, 0, 1, 0)  # and Newcombe's interval
 
 
 def test_no_pairs_gives_nan_statistics_but_counts_everything() -> None:
@@ -252,7 +256,7 @@ def test_repeated_epochs_are_clustered_by_sample_without_mcnemar() -> None:
     assert c.n_pairs == 24
     assert c.n_clusters == 8
     assert c.mcnemar is None
-    assert c.test_name == "cluster-robust z-test"
+    assert c.test_name == "cluster-robust t-test"
     assert c.p_value == expected.p_value
     assert c.delta_ci == expected.interval
     assert c.bootstrap_ci == expected.bootstrap_interval
@@ -272,7 +276,9 @@ def test_clustered_p_value_matches_statsmodels_cluster_robust_ols() -> None:
     base, treat, clusters = epochs_columns()
     differences = np.subtract(treat, base)
     fit = sm.OLS(differences, np.ones_like(differences)).fit(
-        cov_type="cluster", cov_kwds={"groups": np.unique(clusters, return_inverse=True)[1]}
+        cov_type="cluster",
+        cov_kwds={"groups": np.unique(clusters, return_inverse=True)[1]},
+        use_t=True,
     )
     low, high = fit.conf_int(alpha=0.1)[0]
     assert c.paired is not None
@@ -316,9 +322,9 @@ def test_clustered_pairs_of_one_sample_have_no_p_value_and_no_adjustment() -> No
     assert c.n_clusters == 1
     assert math.isnan(c.p_value)
     assert math.isnan(c.delta_ci.low)
-    assert c.test_name == "cluster-robust z-test"
+    assert c.test_name == "cluster-robust t-test"
     assert c.p_value_holm is None
-    assert "p-value n/a (a single sample)" in _rendered(c)
+    assert "p-value n/a (1 sample: no spread between samples to estimate)" in _rendered(c)
 
 
 def _rendered(c: ExperimentComparison) -> str:
@@ -330,8 +336,8 @@ def _rendered(c: ExperimentComparison) -> str:
 def test_clustered_comparison_renders_its_test_and_samples() -> None:
     c = epochs_report().compare_experiments("baseline", "v2")
     text = _rendered(c)
-    assert "(95% CI, 24 pairs in 8 samples)" in text
-    assert f"p-value {c.p_value:.3f} (cluster-robust z-test)" in text
+    assert "(95% CI, 24 pairs in 8 samples; Student t)" in text
+    assert f"p-value {c.p_value:.3f} (cluster-robust t-test)" in text
     assert "Discordant 3 pass->fail, 11 fail->pass" in text
 
 
@@ -349,10 +355,10 @@ def test_clustered_comparisons_name_their_test_in_json_and_html() -> None:
 
     block = comparison_block(c)
     assert block["mcnemar"] is None
-    assert block["test_name"] == "cluster-robust z-test"
+    assert block["test_name"] == "cluster-robust t-test"
     assert block["n_clusters"] == c.n_clusters and c.n_clusters is not None
     html = render_html_report(report)
-    assert "(cluster-robust z-test)" in html
+    assert "(cluster-robust t-test)" in html
     assert "cluster-robust by sample" in html
 
 
@@ -396,9 +402,12 @@ def test_compare_outcomes_on_hand_built_columns_matches_paired_stats_and_flip_ro
         [0.9, 0.4, 0.7, 0.8, 0.0, 0.3], [0.95, 0.55, 0.0, 0.85, 0.5, 0.6], clusters=clusters
     )
     assert (c.n_pairs, c.n_clusters, c.mcnemar) == (6, 3, None)
-    assert c.test_name == "cluster-robust z-test"
-    assert c.baseline == stats.wilson_interval(4, 8)
-    assert c.treatment == stats.wilson_interval(6, 7)
+    assert c.test_name == "cluster-robust t-test"
+    # Each side's rate is the experiment's summary: clustered by sample (epochs repeat).
+    for side, rows in ((c.baseline, baseline_rows), (c.treatment, treatment_rows)):
+        ids, _, passed, scores = zip(*rows, strict=True)
+        assert side == stats.summarize_outcomes(passed, scores, clusters=ids).rate()
+        assert side.n_clusters == len(set(ids))
     # (baseline_row, treatment_row): b0 regressed; a1, c0 and c1 improved.
     assert c.regressions == ((2, 1),)
     assert c.improvements == ((1, 2), (4, 4), (5, 0))

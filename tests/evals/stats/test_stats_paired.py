@@ -57,7 +57,7 @@ def _random_pairs(rng: np.random.Generator, n: int, rho: float) -> tuple[np.ndar
     return base, treat
 
 
-def test_paired_comparison_matches_scipy_ttest_rel_and_normal_p() -> None:
+def test_paired_comparison_matches_scipy_ttest_rel() -> None:
     rng = np.random.default_rng(7)
     for _ in range(100):
         n = int(rng.integers(3, 300))
@@ -66,15 +66,14 @@ def test_paired_comparison_matches_scipy_ttest_rel_and_normal_p() -> None:
         reference = stats.ttest_rel(treat, base)
         diffs = treat - base
         assert result.statistic == pytest.approx(reference.statistic, rel=1e-9)
-        assert result.p_value == pytest.approx(
-            2 * stats.norm.sf(abs(reference.statistic)), rel=1e-9
-        )
+        assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+        assert (result.test_name, result.df) == ("paired t-test", n - 1)
         assert result.delta == pytest.approx(diffs.mean(), abs=1e-12)
         assert result.se == pytest.approx(stats.sem(diffs), rel=1e-9)
         assert result.correlation == pytest.approx(np.corrcoef(base, treat)[0, 1], abs=1e-12)
-        z = stats.norm.isf(0.025)
-        assert result.low == pytest.approx(diffs.mean() - z * stats.sem(diffs), abs=1e-9)
-        assert result.high == pytest.approx(diffs.mean() + z * stats.sem(diffs), abs=1e-9)
+        low, high = reference.confidence_interval(0.95)
+        assert result.low == pytest.approx(low, abs=1e-9)
+        assert result.high == pytest.approx(high, abs=1e-9)
         assert result.treatment_mean - result.baseline_mean == pytest.approx(result.delta)
         assert result.differences == pytest.approx(diffs.tolist())
         assert result.mcnemar is None
@@ -124,17 +123,31 @@ def test_binary_true_with_fractional_scores_is_an_error() -> None:
         paired_comparison([0.5, 1.0], [1.0, 0.0], binary=True)
 
 
-@pytest.mark.parametrize(("shift", "p_value"), [(0.0, 1.0), (0.25, 0.0), (-0.25, 0.0)])
-def test_equal_differences_give_zero_se_and_a_definite_p_value(
+@pytest.mark.parametrize(("shift", "p_value"), [(0.0, 1.0), (0.25, 0.125)])
+def test_equal_differences_get_the_sign_test_and_a_worst_case_interval(
     shift: float, p_value: float
 ) -> None:
     baseline = [0.0, 0.25, 0.5, 0.75]
     result = paired_comparison(baseline, [x + shift for x in baseline])
     assert result.se == 0.0
-    assert result.p_value == p_value
-    assert (result.low, result.high) == (result.delta, result.delta)
+    # No spread: the exact sign test over the 4 pairs, 2 * 0.5**4, not p = 0.
+    assert (result.p_value, result.test_name) == (p_value, "sign test")
     assert result.statistic == (math.copysign(math.inf, shift) if shift else 0.0)
-    assert result.minimum_detectable_effect == 0.0
+    # Scores in [0, 1]: the interval is the worst case over 4 pairs, never zero width.
+    assert result.interval_method == "Wilson (no spread)"
+    assert result.low < result.delta < result.high
+    assert math.isnan(result.minimum_detectable_effect)
+    assert result.reasons["minimum_detectable_effect"] == "no spread: every difference is equal"
+    assert math.isnan(result.bootstrap_low)
+    assert result.reasons["bootstrap"].startswith("no spread")
+
+
+def test_equal_differences_of_unbounded_scores_have_no_interval() -> None:
+    result = paired_comparison([2.0, 3.0, 4.0], [2.5, 3.5, 4.5])
+    assert math.isnan(result.low) and math.isnan(result.high)
+    assert result.reasons["interval"] == (
+        "no spread: every difference is equal and the scores are unbounded"
+    )
 
 
 def test_identical_binary_runs_are_not_different() -> None:
@@ -152,6 +165,7 @@ def test_single_pair_reports_delta_and_unknown_spread() -> None:
         for x in (result.se, result.p_value, result.low, result.correlation, result.bootstrap_low)
     )
     assert result.bootstrap_resamples == 0
+    assert result.reasons["interval"] == "1 pair: no spread to estimate"
 
 
 @pytest.mark.parametrize(
@@ -198,7 +212,7 @@ def test_clustered_comparison_matches_statsmodels_cluster_robust_ols() -> None:
         )  # fmt: skip
         diffs = treat - base
         fit = sm.OLS(diffs, np.ones_like(diffs)).fit(
-            cov_type="cluster", cov_kwds={"groups": groups}
+            cov_type="cluster", cov_kwds={"groups": groups}, use_t=True
         )
         low, high = fit.conf_int(alpha=1 - confidence)[0]
         assert result.delta == pytest.approx(fit.params[0], rel=1e-9, abs=1e-12)
@@ -210,7 +224,8 @@ def test_clustered_comparison_matches_statsmodels_cluster_robust_ols() -> None:
         assert result.n_clusters == n_clusters
         assert result.naive_se == pytest.approx(stats.sem(diffs), rel=1e-9)
         assert result.sd == pytest.approx(np.std(diffs, ddof=1), rel=1e-9)
-        assert result.test_name == "cluster-robust z-test"
+        assert result.test_name == "cluster-robust t-test"
+        assert result.df == n_clusters - 1
         assert result.differences == pytest.approx(diffs.tolist())
 
 
@@ -228,12 +243,12 @@ def test_equal_epochs_equal_the_paired_analysis_of_per_sample_means(epochs: int)
     result = paired_comparison(base.tolist(), treat.tolist(), clusters=groups.tolist(), seed=4)
     means = _per_sample_means(treat - base, epochs)
     reference = stats.ttest_1samp(means, 0.0)
-    z = stats.norm.isf(0.025)
+    low, high = reference.confidence_interval(0.95)
     assert result.se == pytest.approx(stats.sem(means), rel=1e-9)
     assert result.statistic == pytest.approx(reference.statistic, rel=1e-9)
-    assert result.p_value == pytest.approx(2 * stats.norm.sf(abs(reference.statistic)), rel=1e-9)
-    assert result.low == pytest.approx(means.mean() - z * stats.sem(means), abs=1e-9)
-    assert result.high == pytest.approx(means.mean() + z * stats.sem(means), abs=1e-9)
+    assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+    assert result.low == pytest.approx(low, abs=1e-9)
+    assert result.high == pytest.approx(high, abs=1e-9)
     assert result.minimum_detectable_effect == pytest.approx(
         minimum_detectable_effect(n_samples, sd=float(np.std(means, ddof=1))), rel=1e-9
     )
@@ -274,7 +289,7 @@ def test_clustered_binary_scores_get_no_mcnemar() -> None:
     result = paired_comparison(baseline, treatment, clusters=clusters, binary=True)
     assert result.mcnemar is None
     assert result.clustered
-    assert paired_comparison(baseline, treatment).test_name == "paired z-test"
+    assert paired_comparison(baseline, treatment).test_name == "paired t-test"
     with pytest.raises(InvalidStatisticError, match="binary=True"):
         paired_comparison([0.5, 1.0], [1.0, 0.0], clusters=["a", "b"], binary=True)
 
@@ -307,15 +322,15 @@ def test_one_cluster_has_unknown_spread() -> None:
     assert result.bootstrap_resamples == 0
 
 
-@pytest.mark.parametrize(("shift", "p_value"), [(0.0, 1.0), (0.25, 0.0), (-0.25, 0.0)])
+@pytest.mark.parametrize(("shift", "p_value"), [(0.0, 1.0), (0.25, 0.25)])
 def test_clustered_equal_differences_give_zero_se(shift: float, p_value: float) -> None:
     baseline = [0.0, 0.25, 0.5, 0.75, 0.5, 0.25]
     result = paired_comparison(
         baseline, [x + shift for x in baseline], clusters=["a", "a", "b", "b", "c", "c"]
     )
     assert result.se == 0.0
-    assert result.p_value == p_value
-    assert (result.low, result.high) == (result.delta, result.delta)
+    assert (result.p_value, result.test_name) == (p_value, "sign test")  # over 3 samples
+    assert result.low < result.delta < result.high
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -339,7 +354,7 @@ def test_clustered_zero_se_around_a_rounding_noise_delta_is_no_effect(sign: floa
         ([0.25, 0.75, 0.5, 0.5], "aabb"),  # unequal differences, equal cluster means
     ],
 )
-def test_zero_se_with_a_real_delta_is_significant_clustered_or_not(
+def test_zero_se_with_a_real_delta_is_the_sign_test_over_the_units(
     differences: list[float], clusters: str | None
 ) -> None:
     result = paired_comparison(
@@ -347,7 +362,8 @@ def test_zero_se_with_a_real_delta_is_significant_clustered_or_not(
     )
     assert result.se == 0.0
     assert result.statistic == math.copysign(math.inf, differences[0])
-    assert result.p_value == 0.0
+    units = len(differences) if clusters is None else len(set(clusters))
+    assert result.p_value == 2 * 0.5**units
 
 
 def test_clusters_must_align_with_the_pairs() -> None:

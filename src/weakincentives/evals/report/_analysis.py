@@ -3,9 +3,9 @@
 Conventions shared with `EvalReport`:
 
 - an errored result counts as *not passed* and scores 0 (`pass_rate = passed / n`);
-- a summary's intervals come from `weakincentives.evals.stats`: Wilson for the pass rate
-  and the CLT interval for the mean, or cluster-robust intervals when results are
-  clustered (see `summarize`).
+- a summary's intervals come from `weakincentives.evals.stats.summarize_outcomes`: Wilson
+  for the pass rate and Student t for the mean, or cluster-robust t intervals when
+  results are clustered (see `summarize`).
 
 Example:
     >>> from weakincentives.evals import EvalResult, Score
@@ -112,7 +112,7 @@ class Summary:
     max: float
     """Highest score."""
     mean_low: float
-    """Lower end of the mean's interval (CLT, or cluster-robust)."""
+    """Lower end of the mean's interval (Student t, or cluster-robust t)."""
     mean_high: float
     """Upper end of the mean's interval."""
     confidence: float
@@ -121,6 +121,8 @@ class Summary:
     """Number of clusters when the intervals are cluster-robust, else None."""
     metrics: Mapping[str, float] = field(default_factory=dict)
     """Mean of each named `Score.metrics` entry, over the results that report it."""
+    reason: str = ""
+    """Why an interval is unknown (NaN), e.g. one sample when clustered; else empty."""
 
     def __getitem__(self, key: str) -> Any:
         if key not in _SUMMARY_KEYS:
@@ -164,10 +166,12 @@ def summarize(
 
     Clustering: results that share a cluster are correlated, and treating them as
     independent makes intervals too narrow. With `cluster` (a metadata key or a function)
-    the intervals are cluster-robust (`stats.clustered_mean`). Without it, results that
-    repeat a sample (epochs) are clustered by `(experiment_name, sample_id)`
-    automatically; with one result per sample the pass rate gets a Wilson interval and
-    the mean a CLT interval.
+    the intervals are cluster-robust (`stats.clustered_mean`, t with `G - 1` degrees of
+    freedom). Without it, results that repeat a sample (epochs) are clustered by
+    `(experiment_name, sample_id)` automatically; with one result per sample the pass
+    rate gets a Wilson interval and the mean a Student t interval. The numbers are
+    `stats.summarize_outcomes`'s, which every view shows: intervals stay inside [0, 1]
+    (the mean score's when every score is in [0, 1]) and never have zero width there.
 
     Raises:
         ConfigurationError: `cluster` is a metadata key that some result lacks.
@@ -190,33 +194,19 @@ def summarize(
         "min": min(scores) if n else _NAN,
         "max": max(scores) if n else _NAN,
     }
-    if n == 0:
-        rate = stats.wilson_interval(0, 0, confidence=confidence)
-        return Summary(
-            **common, pass_rate_low=rate.low, pass_rate_high=rate.high, mean=0.0,
-            std=_NAN, se=_NAN, mean_low=_NAN, mean_high=_NAN,
-        )  # fmt: skip
-    keys = _cluster_keys(items, cluster)
-    std = float(np.std(scores, ddof=1)) if n > 1 else _NAN
-    if keys is None:
-        rate = stats.wilson_interval(passed, n, confidence=confidence)
-        mean = stats.mean_ci(scores, confidence=confidence)
-        return Summary(
-            **common, pass_rate_low=rate.low, pass_rate_high=rate.high, mean=mean.mean,
-            std=std, se=mean.se, mean_low=mean.low, mean_high=mean.high,
-        )  # fmt: skip
-    rate_c = stats.clustered_mean(passes, keys, confidence=confidence)
-    mean_c = stats.clustered_mean(scores, keys, confidence=confidence)
+    keys = _cluster_keys(items, cluster) if n else None
+    out = stats.summarize_outcomes(passes, scores, clusters=keys, confidence=confidence)
     return Summary(
         **common,
-        pass_rate_low=_clip01(rate_c.low),
-        pass_rate_high=_clip01(rate_c.high),
-        mean=mean_c.mean,
-        std=std,
-        se=mean_c.se,
-        mean_low=mean_c.low,
-        mean_high=mean_c.high,
-        n_clusters=mean_c.n_clusters,
+        pass_rate_low=out.pass_rate_low,
+        pass_rate_high=out.pass_rate_high,
+        mean=out.mean,
+        std=float(np.std(scores, ddof=1)) if n > 1 else _NAN,
+        se=out.se,
+        mean_low=out.mean_low,
+        mean_high=out.mean_high,
+        n_clusters=out.n_clusters,
+        reason=out.reason,
     )
 
 
@@ -339,7 +329,3 @@ def _metric_means(items: Sequence[EvalResult]) -> dict[str, float]:
         for metric in result.score.metrics:
             totals.setdefault(metric.name, []).append(metric.value)
     return {name: float(np.mean(values)) for name, values in totals.items()}
-
-
-def _clip01(value: float) -> float:
-    return min(max(value, 0.0), 1.0) if math.isfinite(value) else value

@@ -9,7 +9,7 @@ Errors count as not passed (and score 0) everywhere.
 Epochs: when some sample has more than one paired epoch, the pairs of one sample are
 the same question asked again, not independent evidence. The paired statistics are then
 clustered by sample (`stats.paired_comparison(..., clusters=sample_ids)`): CR1
-cluster-robust SE, interval and z-test, a bootstrap that resamples samples, and no
+cluster-robust SE, interval and t-test (G - 1 df), a bootstrap that resamples samples, and no
 McNemar (it assumes independent pairs); `test_name` says which test gave `p_value`.
 Flipped pairs are still listed per `(sample_id, epoch)`. With one epoch per sample
 nothing is clustered.
@@ -70,9 +70,10 @@ class _Comparison(Generic[_FlipT]):
     treatment_name: str
     """Name of the treatment experiment."""
     baseline: stats.RateEstimate
-    """Baseline pass rate over all its results, with its Wilson interval."""
+    """Baseline pass rate over all its results, with its interval: Wilson, or clustered by
+    sample when epochs repeat (the same number as the experiment's summary)."""
     treatment: stats.RateEstimate
-    """Treatment pass rate over all its results, with its Wilson interval."""
+    """Treatment pass rate over all its results, with its interval (as `baseline`)."""
     n_pairs: int
     """Number of `(sample_id, epoch)` pairs present in both experiments."""
     paired: stats.PairedComparison | None
@@ -127,9 +128,11 @@ class _Comparison(Generic[_FlipT]):
 
     @property
     def delta_ci(self) -> stats.Interval:
-        """Normal interval of the paired delta, cluster-robust when clustered.
+        """Interval of the paired delta (`paired.interval_method` says which).
 
-        NaN ends with fewer than 2 pairs (clustered: fewer than 2 samples).
+        Newcombe's paired interval for independent pass/fail pairs; clustered, the
+        cluster-robust t interval (Newcombe over the samples when every sample moved
+        alike). NaN ends without pairs or with a single sample (`why("interval")`).
         """
         return self.paired.interval if self.paired else stats.Interval(math.nan, math.nan)
 
@@ -150,7 +153,7 @@ class _Comparison(Generic[_FlipT]):
         """Two-sided p-value of the pass/fail difference (NaN without pairs).
 
         McNemar's test on the discordant pairs, exact up to 25 of them; when clustered,
-        the cluster-robust z-test of `paired` (NaN with a single sample). `test_name` says
+        the cluster-robust t-test of `paired` (NaN with a single sample). `test_name` says
         which.
         """
         test = self.mcnemar
@@ -162,7 +165,8 @@ class _Comparison(Generic[_FlipT]):
     def test_name(self) -> str | None:
         """The test behind `p_value`; None without pairs.
 
-        `"McNemar exact"`, `"McNemar chi-square"`, or `"cluster-robust z-test"` when the
+        `"McNemar exact"`, `"McNemar chi-square"`, or `"cluster-robust t-test"` (`"sign
+        test"` when every sample moved alike) when the
         pairs are clustered by sample.
         """
         test = self.mcnemar
@@ -177,11 +181,24 @@ class _Comparison(Generic[_FlipT]):
 
     @property
     def minimum_detectable_effect(self) -> float:
-        """Smallest pass-rate delta these pairs detect at 80% power (NaN under 2 pairs).
+        """Smallest pass-rate delta these pairs detect at 80% power with the test used.
 
-        Clustered, it follows the cluster-robust SE (NaN under 2 samples).
+        McNemar's exact power at the observed share of discordant pairs; clustered, the
+        cluster-robust t-test's. NaN when no effect is detectable or nothing estimates it
+        (`why("minimum_detectable_effect")` says which).
         """
         return self.paired.minimum_detectable_effect if self.paired is not None else math.nan
+
+    def why(self, name: str) -> str:
+        """Why the pass/fail number `name` is unknown (NaN); empty when it is known.
+
+        `name` is `"interval"`, `"p_value"`, `"bootstrap"` or `"minimum_detectable_effect"`.
+        """
+        if self.paired is None:
+            return "no pairs"
+        if name == "p_value" and self.mcnemar is not None:
+            return ""  # McNemar's test is defined even for one pair
+        return self.paired.reasons.get(name, "")
 
     @property
     def unpaired(self) -> int:
@@ -365,8 +382,14 @@ def _index(outcomes: Outcomes) -> tuple[dict[PairKey, int], int]:
 
 
 def _rate(outcomes: Outcomes, confidence: float) -> stats.RateEstimate:
-    passed = sum(1 for p in outcomes.passed if p)
-    return stats.wilson_interval(passed, len(outcomes.passed), confidence=confidence)
+    """The experiment's pass rate as every view shows it: clustered by sample on epochs."""
+    summary = stats.summarize_outcomes(
+        outcomes.passed,
+        outcomes.scores,
+        clusters=stats.repeated_samples(outcomes.sample_ids),
+        confidence=confidence,
+    )
+    return summary.rate()
 
 
 def _flips(

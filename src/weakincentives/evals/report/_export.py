@@ -124,6 +124,7 @@ def experiment_block(report: ReportView) -> dict[str, Any]:
         "mean_score_excluding_errors": report.mean_score_excluding_errors,
         "std": summary.std,
         "n_clusters": summary.n_clusters,
+        "interval_note": summary.reason or None,
         "errors_by_kind": report.errors_by_kind(),
         "latency_ms": {
             "mean": report.mean_latency_ms,
@@ -173,11 +174,14 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
         "p_value_bh": comparison.p_value_bh,
         "test_name": comparison.test_name,
         "n_clusters": comparison.n_clusters,
+        "interval_method": comparison.paired.interval_method if comparison.paired else None,
         "mcnemar": None if test is None else dataclasses.asdict(test),
         "minimum_detectable_effect": comparison.minimum_detectable_effect,
+        "unknown": _reasons(comparison),
         "score_delta": scores.delta if scores else math.nan,
         "score_delta_ci": _pair(scores.interval) if scores else [math.nan, math.nan],
         "score_p_value": scores.p_value if scores else math.nan,
+        "score_test_name": scores.test_name if scores else None,
         "regressions": [
             {"sample_id": f.sample_id, "epoch": f.epoch} for f in comparison.regressions
         ],
@@ -188,6 +192,13 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
         "unpaired_treatment": len(comparison.unpaired_treatment),
         "duplicates": comparison.duplicates,
     }
+
+
+def _reasons(comparison: ExperimentComparison) -> dict[str, str]:
+    """Why each unknown (null) pass/fail number is unknown, by key."""
+    keys = {"interval": "delta_ci", "p_value": "p_value", "bootstrap": "bootstrap_ci",
+            "minimum_detectable_effect": "minimum_detectable_effect"}  # fmt: skip
+    return {key: why for name, key in keys.items() if (why := comparison.why(name))}
 
 
 def _pair(interval: stats.Interval) -> list[float]:

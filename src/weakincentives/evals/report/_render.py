@@ -56,11 +56,19 @@ def experiment_table(report: ReportView, *, title: str) -> Table:
     summary = report.summarize()
     table = _table(title)
     errors = ", ".join(f"{kind} {n}" for kind, n in report.errors_by_kind().items())
-    table.add_row("Results", f"{summary.n}" + (f" ({summary.errors} errors)" if errors else ""))
-    table.add_row("Pass rate", f"{_pct(summary.pass_rate)} {_pct_interval(summary.pass_rate_ci)}")
+    table.add_row(
+        "Results",
+        f"{summary.n}" + (f" ({stats.plural(summary.errors, 'error')})" if errors else ""),
+    )
+    table.add_row(
+        "Pass rate",
+        f"{_pct(summary.pass_rate)} {_pct_interval(summary.pass_rate_ci, summary.reason)}",
+    )
     if summary.errors:
         table.add_row("Pass rate excl. errors", _pct(report.pass_rate_excluding_errors))
-    table.add_row("Mean score", f"{summary.mean:.3f} {_interval(summary.mean_ci, '.3f')}")
+    table.add_row(
+        "Mean score", f"{summary.mean:.3f} {_interval(summary.mean_ci, '.3f', summary.reason)}"
+    )
     table.add_row("Errors", errors or "none")
     table.add_row(
         "Latency",
@@ -73,7 +81,7 @@ def experiment_table(report: ReportView, *, title: str) -> Table:
         f"{report.total_output_tokens:,} out)",
     )
     if summary.n_clusters is not None:
-        table.add_row("Intervals", f"clustered, {summary.n_clusters} clusters")
+        table.add_row("Intervals", f"clustered, {stats.plural(summary.n_clusters, 'cluster')}")
     _add_epochs(table, report)
     return table
 
@@ -92,24 +100,31 @@ def comparison_table(comparison: ExperimentComparison) -> Table:
     if c.paired is None:
         table.add_row("Paired delta", "n/a (no pairs)")
     else:
-        bounds = _bounds(c.delta_ci) or "[n/a]"
-        pairs = f"{c.n_pairs} pairs"
+        pairs = stats.plural(c.n_pairs, "pair")
         if c.n_clusters is not None:
-            pairs += f" in {c.n_clusters} samples"
+            pairs += f" in {stats.plural(c.n_clusters, 'sample')}"
+        bounds = _bounds(c.delta_ci) or f"n/a ({c.why('interval')})"
         table.add_row(
-            "Paired delta", f"{_pts(c.delta)} {bounds} ({c.paired.confidence:.0%} CI, {pairs})"
+            "Paired delta",
+            f"{_pts(c.delta)} {bounds} ({c.paired.confidence:.0%} CI, {pairs}; "
+            f"{c.paired.interval_method or 'no interval'})",
         )
-    table.add_row("Bootstrap CI", _pts_interval(c.bootstrap_ci))
+    table.add_row("Bootstrap CI", _pts_interval(c.bootstrap_ci, c.why("bootstrap")))
     table.add_row("p-value", _p_value_text(c))
     b, d = c.discordant
     table.add_row("Discordant", f"{b} pass->fail, {d} fail->pass")
     mde = c.minimum_detectable_effect
     table.add_row(
-        "Detectable effect", "n/a" if math.isnan(mde) else f"{mde * 100:.1f} pts (80% power)"
+        "Detectable effect",
+        f"n/a ({c.why('minimum_detectable_effect')})"
+        if math.isnan(mde)
+        else f"{mde * 100:.1f} pts (80% power, {_mde_test(c)})",
     )
     if c.score_paired is not None:
         s = c.score_paired
-        table.add_row("Score delta", f"{s.delta:+.3f} {_interval(s.interval, '+.3f')}")
+        interval = _interval(s.interval, "+.3f", s.reasons.get("interval", ""))
+        p_value = "" if math.isnan(s.p_value) else f" (p {_p(s.p_value)}, {s.test_name})"
+        table.add_row("Score delta", f"{stats.format_signed(s.delta, 3)} {interval}{p_value}")
     table.add_row(
         "Unpaired",
         f"{len(c.unpaired_baseline)} baseline only, {len(c.unpaired_treatment)} treatment only",
@@ -158,9 +173,13 @@ def _table(title: str) -> Table:
     return table
 
 
+def _mde_test(c: ExperimentComparison) -> str:
+    return "McNemar" if c.mcnemar is not None else (c.test_name or "")
+
+
 def _p_value_text(c: ExperimentComparison) -> str:
     if math.isnan(c.p_value):
-        return "n/a (no pairs)" if c.paired is None else "n/a (a single sample)"
+        return f"n/a ({c.why('p_value')})"
     text = f"{_p(c.p_value)} ({c.test_name})"
     if c.p_value_holm is not None:
         text += f", Holm {_p(c.p_value_holm)}"
@@ -176,30 +195,44 @@ def _pct(value: float) -> str:
 
 
 def _pts(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value * 100:+.1f} pts"
+    return "n/a" if math.isnan(value) else f"{stats.format_signed(value, scale=100)} pts"
 
 
 def _ms(value: float) -> str:
     return f"{value:,.0f} ms"
 
 
-def _pct_interval(interval: stats.Interval) -> str:
+def _unknown(reason: str) -> str:
+    # Not in brackets: rich would read "[n/a: ...]" as markup and drop it.
+    return f"(interval n/a: {reason})" if reason else "(interval n/a)"
+
+
+def _pct_interval(interval: stats.Interval, reason: str = "") -> str:
     if math.isnan(interval.low):
-        return ""
+        return _unknown(reason)
     return f"[{interval.low:.1%}, {interval.high:.1%}]"
 
 
 def _bounds(interval: stats.Interval) -> str:
     if math.isnan(interval.low):
         return ""
-    return f"[{interval.low * 100:+.1f}, {interval.high * 100:+.1f}]"
+    low = stats.format_signed(interval.low, scale=100)
+    return f"[{low}, {stats.format_signed(interval.high, scale=100)}]"
 
 
-def _pts_interval(interval: stats.Interval) -> str:
-    return f"{_bounds(interval)} pts" if not math.isnan(interval.low) else "n/a"
-
-
-def _interval(interval: stats.Interval, spec: str) -> str:
+def _pts_interval(interval: stats.Interval, reason: str = "") -> str:
     if math.isnan(interval.low):
-        return ""
+        return f"n/a ({reason})" if reason else "n/a"
+    return f"{_bounds(interval)} pts"
+
+
+def _interval(interval: stats.Interval, spec: str, reason: str = "") -> str:
+    if math.isnan(interval.low):
+        return _unknown(reason)
+    if spec.startswith("+"):
+        digits = int(spec[2:-1])
+        return (
+            f"[{stats.format_signed(interval.low, digits)}, "
+            f"{stats.format_signed(interval.high, digits)}]"
+        )
     return f"[{interval.low:{spec}}, {interval.high:{spec}}]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from weakincentives.errors import InvalidStatisticError
 
 from ._normal import as_count, as_values, check_same_length, critical_value
+from ._tdist import t_critical_value
 
 if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
     import numpy as np
@@ -36,7 +38,7 @@ class Interval:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateEstimate:
-    """A pass rate with its Wilson score interval."""
+    """A pass rate with its interval: Wilson, or cluster-robust (see `method`)."""
 
     successes: int
     """Number of successes (passes)."""
@@ -50,6 +52,11 @@ class RateEstimate:
     """Upper end of the Wilson interval; `(0, 1)` when `n == 0`."""
     confidence: float
     """Coverage of the interval, e.g. `0.95`."""
+    method: str = "Wilson"
+    """How the interval was made: `"Wilson"`, or for a clustered rate (from
+    `summarize_outcomes`) `"Student t"` / `"Wilson (no spread)"` over the clusters."""
+    n_clusters: int | None = None
+    """Number of clusters when the interval is cluster-robust, else None."""
 
     @property
     def interval(self) -> Interval:
@@ -77,23 +84,42 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> Rate
     if n == 0:
         return RateEstimate(successes=0, n=0, rate=0.0, low=0.0, high=1.0, confidence=confidence)
     rate = successes / n
+    low, high = wilson_bounds(rate, n, z)
+    # At the edges the bound is exactly the rate (the formula leaves a rounding error, and
+    # 0 of 10 must not fall outside its own interval).
+    low = 0.0 if successes == 0 else low
+    high = 1.0 if successes == n else high
+    return RateEstimate(
+        successes=successes, n=n, rate=rate, low=low, high=high, confidence=confidence
+    )
+
+
+def wilson_bounds(rate: float, n: float, z: float) -> tuple[float, float]:
+    """Return the Wilson score interval of `rate` observed over `n > 0` trials, within [0, 1].
+
+    `n` may be fractional (an effective sample size); the ends are exact at rates 0 and 1.
+    """
     z2 = z * z
     denominator = 1.0 + z2 / n
     center = (rate + z2 / (2.0 * n)) / denominator
     half_width = z * math.sqrt(rate * (1.0 - rate) / n + z2 / (4.0 * n * n)) / denominator
-    return RateEstimate(
-        successes=successes,
-        n=n,
-        rate=rate,
-        low=min(max(center - half_width, 0.0), 1.0),
-        high=min(max(center + half_width, 0.0), 1.0),
-        confidence=confidence,
-    )
+    low = 0.0 if rate <= 0.0 else min(max(center - half_width, 0.0), 1.0)
+    high = 1.0 if rate >= 1.0 else min(max(center + half_width, 0.0), 1.0)
+    return low, high
+
+
+Bounds = tuple[float, float]
+"""`(low, high)`: the range a value can take, e.g. `(0.0, 1.0)` for scores in [0, 1]."""
+
+STUDENT_T = "Student t"
+"""`method` of an interval `mean +- t(df) * se`."""
+WILSON_FALLBACK = "Wilson (no spread)"
+"""`method` of the interval used when every value (or cluster mean) is equal."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MeanEstimate:
-    """A sample mean with its CLT (normal) confidence interval."""
+    """A sample mean with its Student t confidence interval."""
 
     n: int
     """Number of values."""
@@ -104,11 +130,17 @@ class MeanEstimate:
     se: float
     """Standard error of the mean, `std / sqrt(n)`; NaN when `n < 2`."""
     low: float
-    """`mean - z * se`; NaN when `n < 2`."""
+    """Lower end of the interval (see `method`); NaN when `n < 2`."""
     high: float
-    """`mean + z * se`; NaN when `n < 2`."""
+    """Upper end of the interval; NaN when `n < 2`."""
     confidence: float
     """Coverage of the interval, e.g. `0.95`."""
+    df: float = math.nan
+    """Degrees of freedom of the t quantile, `n - 1`; NaN when `n < 2`."""
+    method: str = STUDENT_T
+    """How the interval was made: `"Student t"`, or `"Wilson (no spread)"` (see `mean_ci`)."""
+    reason: str = ""
+    """Why the interval is unknown (NaN ends), e.g. `"1 value"`; empty when it is known."""
 
     @property
     def interval(self) -> Interval:
@@ -116,34 +148,85 @@ class MeanEstimate:
         return Interval(self.low, self.high)
 
 
-def mean_ci(values: Iterable[float], *, confidence: float = 0.95) -> MeanEstimate:
-    """Estimate a mean with a normal-quantile (CLT) confidence interval.
+def check_bounds(bounds: Bounds | None) -> None:
+    """Raise unless `bounds` is None or a finite `(low, high)` with `low < high`."""
+    if bounds is None:
+        return
+    low, high = bounds
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise InvalidStatisticError(
+            f"bounds must be finite (low, high) with low < high, got {bounds!r}"
+        )
 
-    The interval is `mean +- z * std / sqrt(n)` with `z` the normal quantile, which
-    matches statsmodels `DescrStatsW(values).zconfint_mean()`. It is the right choice for
-    the sample sizes of an eval (tens or more); it is slightly narrow below n = 30, where
-    a t interval would be wider. With one value the spread is unknown, so `std`, `se` and
-    the interval are NaN rather than a misleading zero width.
+
+def bounded_interval(
+    mean: float, half_width: float, bounds: Bounds | None, *, n: float, z: float
+) -> tuple[float, float, str]:
+    """`mean +- half_width`, clipped to `bounds`; a Wilson interval over `n` when zero width.
+
+    A variable inside `[lo, hi]` with mean `m` has a variance of at most
+    `(m - lo) * (hi - m)`, reached by the two-point variable on `lo` and `hi`. When the
+    observed spread is zero, that worst case (the Wilson interval of the rescaled mean
+    `(m - lo) / (hi - lo)` over `n` units) replaces an interval of zero width. Without
+    `bounds` nothing bounds the spread and the zero-width interval stays.
+    """
+    if bounds is None:
+        return mean - half_width, mean + half_width, STUDENT_T
+    lo, hi = bounds
+    if half_width == 0.0:
+        span = hi - lo
+        rate = min(max((mean - lo) / span, 0.0), 1.0)
+        low, high = wilson_bounds(rate, n, z)
+        return lo + span * low, lo + span * high, WILSON_FALLBACK
+    return max(mean - half_width, lo), min(mean + half_width, hi), STUDENT_T
+
+
+def mean_ci(
+    values: Iterable[float], *, confidence: float = 0.95, bounds: Bounds | None = None
+) -> MeanEstimate:
+    """Estimate a mean with a Student t confidence interval.
+
+    The interval is `mean +- t(n - 1) * std / sqrt(n)`, with `t(n - 1)` the quantile of
+    Student's t with `n - 1` degrees of freedom; it matches statsmodels
+    `DescrStatsW(values).tconfint_mean()`. The t quantile keeps the coverage near the
+    nominal level at small n (a normal quantile covers about 88% at n = 5 for a nominal
+    95%); above about 30 values the two differ by under 4%.
+
+    `bounds=(lo, hi)` says every value lies in `[lo, hi]` (scores in `[0, 1]`): the
+    interval is clipped to it, and when every value is equal (no spread to estimate) it
+    is the Wilson interval of the rescaled mean over `n` instead of zero width (see
+    `bounded_interval`; `method` says which). With one value the spread is unknown, so
+    `std`, `se` and the interval are NaN (`reason` says why) rather than a misleading
+    zero width.
 
     Raises:
-        InvalidStatisticError: `values` is empty or holds a non-finite value.
+        InvalidStatisticError: `values` is empty or holds a non-finite value, or `bounds`
+            is not a finite `(low, high)` with `low < high`.
     """
     import numpy as np
 
     array = as_values("values", values)
-    z = critical_value(confidence)
+    check_bounds(bounds)
+    critical_value(confidence)
     n = int(array.size)
     mean = float(np.mean(array))
     if n < 2:
         nan = math.nan
         return MeanEstimate(
-            n=n, mean=mean, std=nan, se=nan, low=nan, high=nan, confidence=confidence
-        )
-    std = float(np.std(array, ddof=1))
+            n=n, mean=mean, std=nan, se=nan, low=nan, high=nan, confidence=confidence,
+            reason="1 value: no spread to estimate",
+        )  # fmt: skip
+    std = 0.0 if bool(np.all(array == array[0])) else float(np.std(array, ddof=1))
     se = std / math.sqrt(n)
-    return MeanEstimate(
-        n=n, mean=mean, std=std, se=se, low=mean - z * se, high=mean + z * se, confidence=confidence
+    df = n - 1
+    half_width = t_critical_value(confidence, df) * se
+    low, high, method = bounded_interval(
+        mean, half_width, bounds, n=n, z=critical_value(confidence)
     )
+    return MeanEstimate(
+        n=n, mean=mean, std=std, se=se, low=low, high=high, confidence=confidence, df=df,
+        method=method,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,11 +246,18 @@ class ClusteredEstimate:
     design_effect: float
     """`(se / naive_se) ** 2`: how many times the variance grows because of clustering."""
     low: float
-    """`mean - z * se`."""
+    """Lower end of the interval (see `method`); NaN with fewer than two clusters."""
     high: float
-    """`mean + z * se`."""
+    """Upper end of the interval."""
     confidence: float
     """Coverage of the interval, e.g. `0.95`."""
+    df: float = math.nan
+    """Degrees of freedom of the t quantile, `n_clusters - 1`; NaN under two clusters."""
+    method: str = STUDENT_T
+    """How the interval was made: `"Student t"` (with `n_clusters - 1` degrees of
+    freedom), or `"Wilson (no spread)"` over the clusters (see `clustered_mean`)."""
+    reason: str = ""
+    """Why the interval is unknown (NaN ends), e.g. `"1 cluster"`; empty when known."""
 
     @property
     def interval(self) -> Interval:
@@ -176,7 +266,11 @@ class ClusteredEstimate:
 
 
 def clustered_mean(
-    values: Sequence[float], clusters: Sequence[Hashable], *, confidence: float = 0.95
+    values: Sequence[float],
+    clusters: Sequence[Hashable],
+    *,
+    confidence: float = 0.95,
+    bounds: Bounds | None = None,
 ) -> ClusteredEstimate:
     """Estimate a mean with a cluster-robust standard error.
 
@@ -184,35 +278,52 @@ def clustered_mean(
     turns of one conversation): such values are correlated and the naive standard error
     is too small. The variance is the CR1 sandwich `G / (G - 1) * sum_g(S_g ** 2) / n**2`
     where `S_g` is the sum of residuals in cluster `g`; this equals statsmodels
-    `OLS(values, ones).fit(cov_type="cluster")` with its default small-sample correction,
-    and the interval uses the normal quantile as statsmodels does.
+    `OLS(values, ones).fit(cov_type="cluster")` with its default small-sample correction.
+    The interval uses Student's t with `G - 1` degrees of freedom (statsmodels' `use_t=True`
+    for cluster covariances): with few clusters the normal quantile is far too narrow (a
+    z-test rejects about 12% of the time at 5 clusters for a nominal 5%).
+
+    `bounds` as in `mean_ci`: the interval is clipped to it, and when every cluster has
+    the same mean (e.g. every epoch of every sample passed) the Wilson interval of the
+    rescaled mean over the `G` clusters replaces a zero-width interval.
 
     Raises:
-        InvalidStatisticError: `values` is empty or not finite, or the lengths differ.
+        InvalidStatisticError: `values` is empty or not finite, the lengths differ, or
+            `bounds` is not a finite `(low, high)` with `low < high`.
     """
     import numpy as np
 
     check_same_length(("values", "clusters"), values, clusters)
     array = as_values("values", values)
+    check_bounds(bounds)
     z = critical_value(confidence)
     n = int(array.size)
     mean = float(np.mean(array))
     codes, n_clusters = cluster_codes(clusters)
     nan = math.nan
-    se = cr1_se(array - mean, codes, n_clusters) if n_clusters > 1 else nan
-    naive_se = float(np.std(array, ddof=1)) / math.sqrt(n) if n > 1 else nan
-    design_effect = (se / naive_se) ** 2 if naive_se > 0 else nan
-    return ClusteredEstimate(
-        n=n,
-        n_clusters=n_clusters,
-        mean=mean,
-        se=se,
-        naive_se=naive_se,
-        design_effect=design_effect,
-        low=mean - z * se,
-        high=mean + z * se,
-        confidence=confidence,
+    constant = bool(np.all(array == array[0]))
+    naive_se = (0.0 if constant else float(np.std(array, ddof=1))) / math.sqrt(n) if n > 1 else nan
+    design_effect_ = nan
+    if n_clusters < 2:
+        return ClusteredEstimate(
+            n=n, n_clusters=n_clusters, mean=mean, se=nan, naive_se=naive_se,
+            design_effect=nan, low=nan, high=nan, confidence=confidence,
+            reason="1 cluster: no spread between clusters to estimate",
+        )  # fmt: skip
+    se = 0.0 if constant or equal_cluster_means(array, codes, n_clusters) else nan
+    if math.isnan(se):
+        se = cr1_se(array - mean, codes, n_clusters)
+    if naive_se > 0:
+        design_effect_ = (se / naive_se) ** 2
+    df = n_clusters - 1
+    low, high, method = bounded_interval(
+        mean, t_critical_value(confidence, df) * se, bounds, n=n_clusters, z=z
     )
+    return ClusteredEstimate(
+        n=n, n_clusters=n_clusters, mean=mean, se=se, naive_se=naive_se,
+        design_effect=design_effect_, low=low, high=high, confidence=confidence, df=df,
+        method=method,
+    )  # fmt: skip
 
 
 def cluster_codes(clusters: Sequence[Hashable]) -> tuple[npt.NDArray[np.intp], int]:
@@ -224,6 +335,18 @@ def cluster_codes(clusters: Sequence[Hashable]) -> tuple[npt.NDArray[np.intp], i
         (index.setdefault(key, len(index)) for key in clusters), np.intp, len(clusters)
     )
     return codes, len(index)
+
+
+def equal_cluster_means(
+    values: npt.NDArray[np.float64], codes: npt.NDArray[np.intp], n_clusters: int
+) -> bool:
+    """Whether every cluster has the same mean, up to rounding (then the CR1 SE is 0)."""
+    import numpy as np
+
+    sums = np.bincount(codes, weights=values, minlength=n_clusters)
+    means = sums / np.bincount(codes, minlength=n_clusters)
+    scale = max(1.0, float(np.max(np.abs(values))))
+    return float(np.ptp(means)) <= 64 * sys.float_info.epsilon * scale
 
 
 def cr1_se(

@@ -8,17 +8,16 @@ standard error, interval, test and bootstrap cluster-robust (see its docstring).
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from weakincentives.errors import InvalidStatisticError
 
-from ._intervals import Interval, cluster_codes, cr1_se
+from ._intervals import Bounds, Interval, cluster_codes
 from ._mcnemar import McNemarResult, mcnemar
-from ._normal import as_count, as_values, check_same_length, critical_value, two_sided_p
-from ._power import minimum_detectable_effect
+from ._normal import as_count, as_values, check_confidence, check_same_length
+from ._spread import Spread, Units, clustered_spread, independent_spread
 
 if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
     import numpy as np
@@ -26,8 +25,6 @@ if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docs
 
 # The bootstrap draws at most this many indices at once, bounding its memory.
 _BOOTSTRAP_CHUNK = 1 << 20
-# Power at which `PairedComparison.minimum_detectable_effect` is reported.
-_MDE_POWER = 0.8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,9 +32,8 @@ class PairedComparison:
     """Treatment against baseline on the same samples: the difference and its uncertainty.
 
     Differences are `treatment - baseline`, so a positive `delta` means the treatment
-    scored higher. Fields that need a spread (`sd`, `se`, the intervals, the test) are NaN
-    when `n < 2`; when clustered (`n_clusters` is set), `se`, the intervals, the test and
-    the detectable effect are also NaN with fewer than two clusters.
+    scored higher. A number that cannot be computed is NaN, and `reasons` says why (one
+    pair, one cluster, no spread); see `paired_comparison` for the methods.
     """
 
     n: int
@@ -57,16 +53,15 @@ class PairedComparison:
 
     A high correlation is why the paired SE is smaller than the unpaired one."""
     low: float
-    """Lower end of the normal confidence interval of `delta`."""
+    """Lower end of the confidence interval of `delta` (see `interval_method`)."""
     high: float
-    """Upper end of the normal confidence interval of `delta`."""
+    """Upper end of the confidence interval of `delta`."""
     statistic: float
-    """`delta / se`; when `se == 0`, 0 if `delta` is zero up to rounding, else `+-inf`.
+    """`delta / se`, the t statistic; `+-inf` (0 with no effect) when `se == 0`.
 
-    Unclustered it equals scipy's `ttest_rel` statistic; clustered, statsmodels' z-value."""
+    Unclustered it equals scipy's `ttest_rel` statistic; clustered, statsmodels' CR1 one."""
     p_value: float
-    """Two-sided normal p-value of `statistic` (the test named by `test_name`); 1.0 or 0.0
-    when `se == 0`, e.g. when all differences (or all cluster means) are equal."""
+    """Two-sided p-value of the test named by `test_name`."""
     mcnemar: McNemarResult | None
     """McNemar's test when both score lists are binary and the pairs are not clustered.
 
@@ -74,15 +69,18 @@ class PairedComparison:
     bootstrap_low: float
     """Lower end of the seeded bootstrap percentile interval of `delta`.
 
-    The bootstrap resamples pairs, or whole clusters when clustered."""
+    The bootstrap resamples pairs, or whole clusters when clustered. NaN when there is
+    nothing to resample (one unit, or every unit has the same difference)."""
     bootstrap_high: float
     """Upper end of the seeded bootstrap percentile interval of `delta`."""
     bootstrap_resamples: int
     """Number of bootstrap resamples; 0 means the bootstrap was skipped (NaN ends)."""
     minimum_detectable_effect: float
-    """Smallest `delta` detected at alpha = 1 - confidence and power 0.8.
+    """Smallest `delta` detected at alpha = 1 - confidence and power 0.8 by the test used.
 
-    `(z_alpha + z_power) * se`; for unclustered pairs, `minimum_detectable_effect(n, sd=sd)`."""
+    Binary independent pairs: McNemar's exact power at the observed share of discordant
+    pairs (`mcnemar_detectable_effect`). Otherwise the exact t-test power with `df`
+    degrees of freedom and this `se` (`minimum_detectable_effect`)."""
     confidence: float
     """Coverage of both intervals, e.g. `0.95`."""
     differences: tuple[float, ...] = field(repr=False)
@@ -91,6 +89,18 @@ class PairedComparison:
     """Number of distinct clusters when the statistics are cluster-robust, else None."""
     naive_se: float = math.nan
     """SE that ignores clusters, `sd / sqrt(n)`; equals `se` when not clustered."""
+    df: float = math.nan
+    """Degrees of freedom of the t-test and t interval: `n - 1`, or `n_clusters - 1`."""
+    test_name: str = "paired t-test"
+    """The test behind `p_value`: `"paired t-test"`, `"cluster-robust t-test"`, or
+    `"sign test"` when every pair (cluster) has the same difference."""
+    interval_method: str = "Student t"
+    """How `low`/`high` were made: `"Student t"`, `"Newcombe hybrid score"` (binary
+    independent pairs), `"Newcombe hybrid score over samples"` or `"Wilson (no spread)"`
+    (no spread between units; see `paired_comparison`)."""
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    """Why a field is NaN, by field name (`"interval"`, `"p_value"`, `"bootstrap"`,
+    `"minimum_detectable_effect"`); a field that is known has no entry."""
 
     @property
     def interval(self) -> Interval:
@@ -108,11 +118,6 @@ class PairedComparison:
         return self.n_clusters is not None
 
     @property
-    def test_name(self) -> str:
-        """The test behind `p_value`: `"paired z-test"` or `"cluster-robust z-test"`."""
-        return "cluster-robust z-test" if self.clustered else "paired z-test"
-
-    @property
     def design_effect(self) -> float:
         """`(se / naive_se) ** 2`: how many times clustering grows the variance (1 unclustered).
 
@@ -121,26 +126,6 @@ class PairedComparison:
         if not self.naive_se > 0:
             return math.nan
         return (self.se / self.naive_se) ** 2
-
-
-class _Spread(NamedTuple):
-    """What a paired comparison computes from the spread of the differences."""
-
-    sd: float
-    se: float
-    naive_se: float
-    statistic: float
-    p_value: float
-    low: float
-    high: float
-    mde: float
-    bootstrap_low: float
-    bootstrap_high: float
-    bootstrap_resamples: int
-
-
-_NAN = math.nan
-_UNKNOWN = _Spread(_NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, 0)
 
 
 def _is_binary(values: npt.NDArray[np.float64]) -> bool:
@@ -212,106 +197,40 @@ def _bootstrap(
     return ends
 
 
-def _sd(differences: npt.NDArray[np.float64]) -> float:
-    """Sample standard deviation (`ddof=1`) of `n >= 2` values, exactly 0 when all are equal."""
+def _units(base: npt.NDArray[np.float64], treat: npt.NDArray[np.float64]) -> Units:
     import numpy as np
 
-    # Equal values have exactly zero spread; np.std may return a rounding error instead.
-    if bool(np.all(differences == differences[0])):
-        return 0.0
-    return float(np.std(differences, ddof=1))
+    def count(b: float, t: float) -> float:
+        return float(np.sum((base == b) & (treat == t)))
+
+    return Units(count(1.0, 1.0), count(0.0, 1.0), count(1.0, 0.0), count(0.0, 0.0))
 
 
-def _z_test(delta: float, se: float, differences: npt.NDArray[np.float64]) -> tuple[float, float]:
-    """Return `(statistic, p_value)` of the two-sided z-test of `delta == 0`.
-
-    With `se == 0` the test is decided by whether `delta` is zero. A `delta` within the
-    worst-case rounding error of the mean of the differences, `eps * sum(|d_i|)`, counts
-    as zero: when clustered, residual sums can round to exactly 0 (so `se == 0`) around
-    a `delta` that is only rounding noise, and that must not read as significant.
-    """
-    import numpy as np
-
-    if se > 0:
-        statistic = delta / se
-        return statistic, two_sided_p(statistic)
-    if abs(delta) <= sys.float_info.epsilon * float(np.abs(differences).sum()):
-        return 0.0, 1.0
-    return math.copysign(math.inf, delta), 0.0
-
-
-def _independent_spread(
-    differences: npt.NDArray[np.float64], delta: float, *, z: float, confidence: float
-) -> tuple[_Spread, npt.NDArray[np.float64] | None]:
-    """The spread of independent pairs (paired z-test), and what the pair bootstrap draws.
-
-    The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
-    """
-    n = differences.size
-    if n < 2:
-        return _UNKNOWN, None
-    sd = _sd(differences)
-    se = sd / math.sqrt(n)
-    statistic, p_value = _z_test(delta, se, differences)
-    mde = minimum_detectable_effect(n, sd=sd, alpha=1.0 - confidence, power=_MDE_POWER)
-    spread = _Spread(
-        sd, se, se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
-    )
-    return spread, differences
-
-
-def _clustered_spread(
-    differences: npt.NDArray[np.float64],
-    delta: float,
-    clusters: _Clusters,
-    *,
-    z: float,
-    confidence: float,
-) -> tuple[_Spread, npt.NDArray[np.float64] | None]:
-    """The spread of clustered pairs (CR1 z-test), and what the cluster bootstrap draws.
-
-    The bootstrap ends are left NaN for the caller to fill (see `_bootstrap`).
-    """
-    import numpy as np
-
-    n = differences.size
-    codes, n_clusters, _ = clusters
-    sd = _sd(differences) if n >= 2 else math.nan
-    naive_se = sd / math.sqrt(n)
-    if n_clusters < 2:
-        return _UNKNOWN._replace(sd=sd, naive_se=naive_se), None
-    se = 0.0 if sd == 0.0 else cr1_se(differences - delta, codes, n_clusters)
-    statistic, p_value = _z_test(delta, se, differences)
-    # The detectable effect of a mean whose standard error is `se`: (z_alpha + z_power) * se.
-    mde = minimum_detectable_effect(1, sd=se, alpha=1.0 - confidence, power=_MDE_POWER)
-    sums = np.bincount(codes, weights=differences, minlength=n_clusters).astype(np.float64)
-    spread = _Spread(
-        sd, se, naive_se, statistic, p_value, delta - z * se, delta + z * se, mde, _NAN, _NAN, 0
-    )
-    return spread, sums
-
-
-def _mcnemar_of(
-    baseline: npt.NDArray[np.float64],
-    treatment: npt.NDArray[np.float64],
-    binary: bool | None,
-    *,
-    independent: bool,
-) -> McNemarResult | None:
-    import numpy as np
-
-    both_binary = _is_binary(baseline) and _is_binary(treatment)
-    if binary is None:
-        binary = both_binary
-    elif binary and not both_binary:
+def _binary(
+    base: npt.NDArray[np.float64], treat: npt.NDArray[np.float64], binary: bool | None
+) -> bool:
+    both_binary = _is_binary(base) and _is_binary(treat)
+    if binary and not both_binary:
         raise InvalidStatisticError(
             "binary=True but the scores are not all 0/1; pass binary=None to detect it"
         )
-    if not (binary and independent):
+    return both_binary if binary is None else binary
+
+
+def _difference_bounds(
+    base: npt.NDArray[np.float64], treat: npt.NDArray[np.float64]
+) -> Bounds | None:
+    """`(-1, 1)` when every score is in [0, 1] (differences then are), else None."""
+    import numpy as np
+
+    inside = bool(np.all((base >= 0) & (base <= 1) & (treat >= 0) & (treat <= 1)))
+    return (-1.0, 1.0) if inside else None
+
+
+def _mcnemar_of(units: Units | None, *, independent: bool) -> McNemarResult | None:
+    if units is None or not independent:
         return None
-    only_baseline = int(np.sum((baseline == 1.0) & (treatment == 0.0)))
-    only_treatment = int(np.sum((baseline == 0.0) & (treatment == 1.0)))
-    return mcnemar(only_baseline, only_treatment)
+    return mcnemar(int(units.only_baseline), int(units.only_treatment))
 
 
 def paired_comparison(
@@ -327,41 +246,44 @@ def paired_comparison(
     """Compare two experiments scored on the same samples, pair by pair.
 
     `baseline[i]` and `treatment[i]` must be the scores of the same sample (booleans count
-    as 0/1). The test is a paired z-test on the differences, whose statistic equals
-    scipy's `ttest_rel`; the interval uses the normal quantile. A seeded paired bootstrap
-    gives a second, assumption-light interval to cross-check the first. When every score
-    is 0 or 1 (or `binary=True`) McNemar's test is added; `binary=False` skips it.
+    as 0/1). A seeded paired bootstrap gives a second, assumption-light interval to
+    cross-check the first. When every score is 0 or 1 (or `binary=True`) the scores are
+    pass/fail outcomes; `binary=False` treats them as numbers.
 
-    When every difference is the same (e.g. both experiments pass the same samples), the
-    SE is 0, the interval collapses to `delta`, and the p-value is 1.0 if `delta` is zero
-    up to rounding (`|delta| <= eps * sum(|differences|)`) else 0.0. The same holds when
-    clustered and every cluster has the same mean difference.
+    Independent pairs (no `clusters`):
+
+    - The test is the paired t-test (Student's t with `n - 1` degrees of freedom, equal
+      to scipy's `ttest_rel`); binary scores also get McNemar's test (exact up to 25
+      discordant pairs), which is what a report shows for pass/fail.
+    - The interval of numeric scores is `delta +- t(n - 1) * se` (statsmodels'
+      `DescrStatsW(differences).tconfint_mean()`), clipped to `[-1, 1]` when every score
+      is in `[0, 1]`. Binary scores get Newcombe's hybrid score interval for paired
+      proportions (`newcombe_paired_interval`), which is not degenerate when every pair
+      agrees or every pair moves the same way.
+    - The detectable effect of binary scores is McNemar's (exact power at the observed
+      share of discordant pairs), else the paired t-test's.
 
     Clustered pairs: `clusters[i]` is the cluster of pair `i`, e.g. its sample id when
     samples ran several epochs. Pairs of one cluster are correlated (the same question
     asked again), and treating them as independent makes the SE too small. With
     `clusters`, clusters are the independent units (cluster-robust inference):
 
-    - `delta` stays the mean over all `n` pairs, `sum_g(S_g) / n`, where `S_g` is the sum
-      of the `n_g` differences of cluster `g`; a cluster with more pairs weighs more, as
-      in the pass rates.
-    - `se` is the CR1 (cluster-robust sandwich) standard error over `G` clusters,
+    - `delta` stays the mean over all `n` pairs; a cluster with more pairs weighs more.
+    - `se` is the CR1 standard error over `G` clusters,
       `sqrt(G / (G - 1) * sum_g((S_g - n_g * delta) ** 2)) / n`, as in `clustered_mean`
       and statsmodels `OLS(differences, ones).fit(cov_type="cluster", cov_kwds={"groups":
-      clusters})`. With the same `n_g` in every cluster it equals
-      `std(m_g, ddof=1) / sqrt(G)` over the per-cluster mean differences `m_g`: the paired
-      analysis of per-sample means.
-    - The interval is `delta +- z * se` and the test the Wald z-test of `delta / se` with
-      its normal p-value (statsmodels' default); `test_name` is `"cluster-robust z-test"`.
-      Like `mean_ci`, the normal quantile is slightly narrow under about 30 clusters.
-    - The bootstrap resamples whole clusters; the detectable effect is
-      `(z_alpha + z_power) * se`.
-    - McNemar's test is not computed (`mcnemar` is None): it assumes independent pairs.
+      clusters}, use_t=True)`; the interval and test use Student's t with `G - 1`
+      degrees of freedom (`test_name` `"cluster-robust t-test"`).
+    - The bootstrap resamples whole clusters; McNemar is not computed (it assumes
+      independent pairs).
     - With fewer than two clusters the spread is unknown: `se`, intervals, test are NaN.
 
-    Given `clusters` are always used, even when every cluster holds one pair (CR1 then
-    equals the unclustered SE, but McNemar is still skipped); `compare_results` passes
-    them only when some sample has several paired epochs.
+    No spread (every pair, or every cluster, has the same difference): the test is the
+    exact sign test over the pairs (clusters), `2 * 0.5 ** units` (3 pairs that all
+    improve: 0.25); the interval is never of zero width: Newcombe's for binary scores
+    (over the clusters when clustered), else the worst case for bounded scores
+    (`bounded_interval`), else NaN; the bootstrap is skipped. `reasons` names every
+    NaN field's cause.
 
     Raises:
         InvalidStatisticError: the inputs are empty, of different lengths or not finite,
@@ -376,6 +298,27 @@ def paired_comparison(
         clusters=clusters,
     )
     return result
+
+
+def _scores(
+    comparisons: Sequence[tuple[Iterable[float], Iterable[float], bool | None]],
+) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], bool]]:
+    scores = []
+    for baseline, treatment, binary in comparisons:
+        base = as_values("baseline", baseline)
+        treat = as_values("treatment", treatment)
+        if base.size != treat.size:
+            raise InvalidStatisticError(
+                "baseline and treatment must hold one score per sample in the same order, "
+                f"got lengths {base.size} and {treat.size}"
+            )
+        scores.append((base, treat, _binary(base, treat, binary)))
+    lengths = {base.size for base, _, _ in scores}
+    if len(lengths) > 1:
+        raise InvalidStatisticError(
+            f"comparisons of the same pairs must have as many pairs, got {sorted(lengths)}"
+        )
+    return scores
 
 
 def paired_comparisons(
@@ -397,57 +340,65 @@ def paired_comparisons(
         InvalidStatisticError: as `paired_comparison`, or the comparisons have different
             numbers of pairs.
     """
-    scores = []
-    for baseline, treatment, binary in comparisons:
-        base = as_values("baseline", baseline)
-        treat = as_values("treatment", treatment)
-        if base.size != treat.size:
-            raise InvalidStatisticError(
-                "baseline and treatment must hold one score per sample in the same order, "
-                f"got lengths {base.size} and {treat.size}"
-            )
-        scores.append((base, treat, binary))
-    lengths = {base.size for base, _, _ in scores}
-    if len(lengths) > 1:
-        raise InvalidStatisticError(
-            f"comparisons of the same pairs must have as many pairs, got {sorted(lengths)}"
-        )
+    import numpy as np
+
+    scores = _scores(comparisons)
     groups = None
     if clusters is not None and scores:
         check_same_length(("scores", "clusters"), range(scores[0][0].size), clusters)
         groups = _clusters_of(clusters)
-    n_clusters = None if groups is None else groups.n_clusters
-    z = critical_value(confidence)
+    check_confidence(confidence)
     resamples = as_count("bootstrap_resamples", bootstrap_resamples)
-    parts = []
-    for base, treat, _ in scores:
+    parts: list[tuple[npt.NDArray[np.float64], float, Spread, Units | None]] = []
+    for base, treat, binary in scores:
         differences = treat - base
         delta = float(differences.mean())
+        units = _units(base, treat) if binary else None
+        bounds = _difference_bounds(base, treat)
         if groups is None:
-            spread, drawn = _independent_spread(differences, delta, z=z, confidence=confidence)
-        else:
-            spread, drawn = _clustered_spread(
-                differences, delta, groups, z=z, confidence=confidence
+            spread = independent_spread(
+                differences, delta, units=units, bounds=bounds, confidence=confidence
             )
-        parts.append((differences, delta, spread, drawn))
-    drawn_all = [drawn for *_, drawn in parts if drawn is not None]
+        else:
+            spread = clustered_spread(
+                differences, delta, codes=groups.codes, n_clusters=groups.n_clusters,
+                units=units, bounds=bounds, confidence=confidence,
+            )  # fmt: skip
+        parts.append((differences, delta, spread, units))
+    drawn = [
+        differences
+        if groups is None
+        else np.bincount(groups.codes, weights=differences, minlength=groups.n_clusters).astype(
+            np.float64
+        )
+        for differences, _, spread, _ in parts
+        if "bootstrap" not in spread.reasons
+    ]
     sizes = None if groups is None else groups.sizes
     ends = iter(
-        _bootstrap(drawn_all, sizes, resamples, confidence, seed)
-        if resamples > 0 and drawn_all
-        else []
+        _bootstrap(drawn, sizes, resamples, confidence, seed) if resamples and drawn else []
     )
     results = []
-    for (base, treat, binary), (differences, delta, spread, drawn) in zip(
-        scores, parts, strict=True
-    ):
-        if drawn is not None:
-            low, high = next(ends, (math.nan, math.nan))
-            spread = spread._replace(
-                bootstrap_low=low, bootstrap_high=high, bootstrap_resamples=resamples
-            )
+    for (base, treat, _), (differences, delta, spread, units) in zip(scores, parts, strict=True):
+        boot = (math.nan, math.nan, 0)
+        if "bootstrap" not in spread.reasons:
+            boot = (*next(ends, (math.nan, math.nan)), resamples)
+        reasons = dict(spread.reasons)
+        if not resamples:
+            reasons.setdefault("bootstrap", "skipped: bootstrap_resamples=0")
         results.append(
-            _result(base, treat, binary, differences, delta, spread, n_clusters, confidence)
+            _result(
+                base,
+                treat,
+                differences,
+                delta,
+                spread,
+                boot,
+                units,
+                reasons,
+                n_clusters=None if groups is None else groups.n_clusters,
+                confidence=confidence,
+            )
         )
     return tuple(results)
 
@@ -455,10 +406,13 @@ def paired_comparisons(
 def _result(
     base: npt.NDArray[np.float64],
     treat: npt.NDArray[np.float64],
-    binary: bool | None,
     differences: npt.NDArray[np.float64],
     delta: float,
-    spread: _Spread,
+    spread: Spread,
+    boot: tuple[float, float, int],
+    units: Units | None,
+    reasons: dict[str, str],
+    *,
     n_clusters: int | None,
     confidence: float,
 ) -> PairedComparison:
@@ -476,13 +430,17 @@ def _result(
         high=spread.high,
         statistic=spread.statistic,
         p_value=spread.p_value,
-        mcnemar=_mcnemar_of(base, treat, binary, independent=n_clusters is None),
-        bootstrap_low=spread.bootstrap_low,
-        bootstrap_high=spread.bootstrap_high,
-        bootstrap_resamples=spread.bootstrap_resamples,
+        mcnemar=_mcnemar_of(units, independent=n_clusters is None),
+        bootstrap_low=boot[0],
+        bootstrap_high=boot[1],
+        bootstrap_resamples=boot[2],
         minimum_detectable_effect=spread.mde,
         confidence=confidence,
         differences=tuple(differences.tolist()),
         n_clusters=n_clusters,
         naive_se=spread.naive_se,
+        df=spread.df,
+        test_name=spread.test_name,
+        interval_method=spread.interval_method,
+        reasons=reasons,
     )
