@@ -68,6 +68,7 @@ def run_prompt(
             overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
             applied_overrides=rendered.applied_overrides,
             rendered_at=clock.now(),
+            output_type=_type_name(rendered.output_type),
         ),
     )
     state = _RunState(prompt, rendered, session, clock, BudgetTracker(budget))
@@ -228,6 +229,10 @@ class _RunState:
         if isinstance(exc, BudgetExceededError):
             return "budget"
         return "output_parsing" if self.parsing else "agent"
+
+
+def _type_name(tp: type[Any] | None) -> str | None:
+    return None if tp is None else f"{tp.__module__}.{tp.__qualname__}"
 
 
 def _retry_text(exc: AdapterResponseError) -> str:

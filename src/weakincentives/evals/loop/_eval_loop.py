@@ -30,7 +30,7 @@ from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.worker import MailboxWorker
 
-from .._records import EvalRequest, EvalResult, Score
+from .._records import DEFAULT_VALUE_LIMIT, EvalRequest, EvalResult, RecordInputs, Score
 from ..runner import (
     AsyncFunctionExecutor,
     SampleOutcome,
@@ -60,6 +60,10 @@ class EvalLoopConfig:
     """Token budget per sample (recorded as an error of kind `budget`)."""
     record_transcript: bool = True
     """Keep messages and tool calls on each result (for `wink query` and the viewer)."""
+    record_inputs: bool = True
+    """Keep each sample's input and expected value on its result (off for sensitive data)."""
+    value_limit: int = DEFAULT_VALUE_LIMIT
+    """Characters of input and expected kept per result (see `RecordInputs`)."""
     transient_errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS
     """Agent exceptions retried (while the retry and dead-letter policies allow) before
     the error result is sent."""
@@ -67,6 +71,11 @@ class EvalLoopConfig:
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
+
+    @property
+    def inputs(self) -> RecordInputs:
+        """`record_inputs` and `value_limit` as a `RecordInputs`."""
+        return RecordInputs(enabled=self.record_inputs, limit=self.value_limit)
 
     def bundle_config(self) -> DebugBundleConfig | None:
         """The effective debug bundle configuration, if bundles are on."""
@@ -200,7 +209,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             return await execute(
                 request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
-                clock=self._eval_clock,
+                clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         # The bundle is written when the block ends, on the loop's thread: a few ms per
         # sample, which bundles (a debugging aid) may cost.
@@ -210,6 +219,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
+                inputs=config.inputs,
             )  # fmt: skip
             _record_outcome(rec, outcome)
         return _with_bundle(outcome, rec)
@@ -230,13 +240,13 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             return execute_function(
                 self.loop, self._scorer, request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
-                clock=self._eval_clock,
+                clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         if bundles is None:  # no recorder to set up per sample
             return execute_sample(
                 self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
                 heartbeat=heartbeat, record_transcript=config.record_transcript,
-                delivery_count=delivery_count, clock=self._eval_clock,
+                delivery_count=delivery_count, clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         with self._recorder(bundles, request) as rec:
             rec.set_request(request)
@@ -245,7 +255,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 budget=config.budget, heartbeat=heartbeat,
                 record_transcript=config.record_transcript,
                 delivery_count=delivery_count, clock=self._eval_clock,
-                on_prepared=rec.set_session_before if rec.enabled else None,
+                on_prepared=rec.set_session_before if rec.enabled else None, inputs=config.inputs,
             )  # fmt: skip
             _record_outcome(rec, outcome)
         return _with_bundle(outcome, rec)

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from weakincentives import serde
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 from weakincentives.experiment import Experiment
@@ -35,7 +36,7 @@ from .._records import (
 )
 from ..dataset import Dataset, canonical_bytes
 from ..report import EvalReport
-from ..store import Fingerprint, RunHandle, RunStatus, RunStore
+from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
@@ -149,14 +150,16 @@ class LocalRun:
         resume: str | None,
         run_id: str | None,
         retry_errors: bool,
+        provenance: RunProvenance | None = None,
     ) -> None:
         """Create the stored run, or resume one (reading back what it already holds)."""
         s = self.settings
         if resume is None:
             config = {"max_concurrent": s.max_concurrent, "timeout": s.timeout}
             self.handle = store.create(
-                fingerprint, run_id=run_id, config=config, expected_results=self.planned
-            )
+                fingerprint, run_id=run_id, config=config, expected_results=self.planned,
+                provenance=None if provenance is None else serde.dump(provenance),
+            )  # fmt: skip
         else:
             if self.source.sha256 is None:
                 raise ConfigurationError(

@@ -50,7 +50,7 @@ from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
-from .._records import EvalRequest, Score
+from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import (
     INLINE_ATTR,
     SESSION_AWARE_ATTR,
@@ -64,6 +64,7 @@ from ..store import qualified_name
 from ._async_executor import scores_on_loop
 from ._environment import Environment
 from ._sample import (
+    RECORD_INPUTS,
     SampleOutcome,
     execute_function,
     execute_sample,
@@ -93,6 +94,8 @@ class TargetOptions:
     """Keep messages and tool calls on each result."""
     clock: Clock
     """Clock for latencies and deadlines."""
+    inputs: RecordInputs = RECORD_INPUTS
+    """Whether results keep their sample's input and expected value, and how much."""
 
 
 class SampleTarget(Protocol):
@@ -202,6 +205,7 @@ class _LoopTarget:
         return execute_sample(
             self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
             record_transcript=opts.record_transcript, on_prepared=seed, clock=opts.clock,
+            inputs=opts.inputs,
         )  # fmt: skip
 
 
@@ -221,7 +225,7 @@ class _FunctionTarget(_LoopTarget):
         opts = self._options
         return execute_function(
             self._function_loop, opts.scorer, request, timeout=opts.timeout,
-            record_transcript=opts.record_transcript, clock=opts.clock,
+            record_transcript=opts.record_transcript, clock=opts.clock, inputs=opts.inputs,
         )  # fmt: skip
 
 
@@ -298,7 +302,8 @@ class _AsyncFunctionTarget:
         latency = (opts.clock.monotonic() - start) * 1000.0
         call = functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
-            record_transcript=opts.record_transcript,
+            record_transcript=opts.record_transcript, inputs=opts.inputs,
+            failed_session=session,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()
@@ -323,13 +328,13 @@ class _AsyncFunctionTarget:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,
-                record_transcript=opts.record_transcript,
+                record_transcript=opts.record_transcript, inputs=opts.inputs,
             )  # fmt: skip
         else:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_output(
                 output, opts.scorer, request, latency_ms=latency,
-                record_transcript=opts.record_transcript,
+                record_transcript=opts.record_transcript, inputs=opts.inputs,
             )  # fmt: skip
         await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
         return outcome

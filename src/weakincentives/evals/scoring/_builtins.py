@@ -258,12 +258,12 @@ def _combine(
         def combined_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return run(output, expected, session)
 
-        return named(combined_aware, name, aware=True, inline=inline)
+        return named(combined_aware, name, aware=True, inline=inline, parts=tuple(evaluators))
 
     def combined(output: Any, expected: Any) -> Score:
         return run(output, expected, None)
 
-    return named(combined, name, aware=False, inline=inline)
+    return named(combined, name, aware=False, inline=inline, parts=tuple(evaluators))
 
 
 def _reason(score: Score) -> str:
@@ -380,9 +380,9 @@ def _wrap(
         def wrapped_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return transform(call_evaluator(evaluator, True, output, expected, session))
 
-        return named(wrapped_aware, name, aware=True, inline=inline)
+        return named(wrapped_aware, name, aware=True, inline=inline, parts=(evaluator,))
 
     def wrapped(output: Any, expected: Any) -> Score:
         return transform(call_evaluator(evaluator, False, output, expected, None))
 
-    return named(wrapped, name, aware=False, inline=inline)
+    return named(wrapped, name, aware=False, inline=inline, parts=(evaluator,))

@@ -106,6 +106,8 @@ class PromptRendered:
     """Keys of the sections whose body came from an override."""
     rendered_at: datetime
     """When the prompt was rendered."""
+    output_type: str | None = None
+    """Qualified name of the structured output type, None for a text prompt."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
