@@ -39,14 +39,17 @@ from weakincentives.experiment import BASELINE, CONTROL, Experiment
 
 from . import stats
 from ._records import (
+    DEFAULT_VALUE_LIMIT,
     ERROR_KINDS,
     ErrorKind,
     EvalRequest,
     EvalResult,
     Metric,
+    RecordInputs,
     Sample,
     Score,
     ToolCallRecord,
+    recorded_value,
 )
 from .dataset import (
     Dataset,
@@ -161,6 +164,7 @@ from .store import (
     RunCounts,
     RunHandle,
     RunManifest,
+    RunProvenance,
     RunStatus,
     RunStore,
     diff_fingerprints,
@@ -172,6 +176,7 @@ from .store import (
 __all__ = [
     "BASELINE",
     "CONTROL",
+    "DEFAULT_VALUE_LIMIT",
     "ERROR_KINDS",
     "JUDGE_TEMPLATE",
     "MANIFEST_FILE",
@@ -217,9 +222,11 @@ __all__ = [
     "PairwiseVerdict",
     "PairwiseWinner",
     "ProgressSink",
+    "RecordInputs",
     "RunCounts",
     "RunHandle",
     "RunManifest",
+    "RunProvenance",
     "RunStatus",
     "RunStore",
     "Sample",
@@ -268,6 +275,7 @@ __all__ = [
     "not_",
     "numeric_close",
     "pairwise_judge",
+    "recorded_value",
     "regex_match",
     "regex_search",
     "render_report",
