@@ -543,3 +543,14 @@ def test_cache_summary(stats: dict[str, int], expected: str) -> None:
     from weakincentives.cli._eval import _cache_summary
 
     assert expected in _cache_summary(stats)
+
+
+def test_an_overrides_tag_no_override_has_fails_before_any_sample(work: Path) -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    importlib.import_module("calc_agent").write_dataset(work / "calc.jsonl", 4)
+    agent = str(EXAMPLES / "calc_suite.py") + ":make_agent"
+    result = invoke("eval", "run", agent, "--dataset", "calc.jsonl", "--evaluator", "contains",
+                    "--experiment", "terse:terse", "--run-id", "r1")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "'terse'" in result.stderr and "tags that exist: careful" in result.stderr
+    assert not (work / "runs" / "r1").exists()  # refused before any sample ran

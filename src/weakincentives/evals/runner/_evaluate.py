@@ -71,7 +71,7 @@ from ..store import Fingerprint, RunProvenance, RunStore, git_commit
 from ._environment import EnvironmentFactory
 from ._progress import ProgressSink, as_progress
 from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
-from ._target import TargetOptions, make_target, prepare_scorer
+from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]
 
@@ -162,6 +162,7 @@ async def evaluate(
         raise ConfigurationError(
             f"run_id={run_id!r} names a new run and resume={resume!r} an existing one; pass one"
         )
+    check_overrides_tags(target, settings.experiments)
     source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None)
     scorer = prepare_scorer(evaluator, judge_concurrency)
     response_cache, owned = _open_cache(cache, clock)

@@ -34,7 +34,7 @@ import copy
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,6 +46,7 @@ import anyio.to_thread
 from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCache
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
+from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
@@ -427,3 +428,36 @@ def prepare_scorer(
     setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
     setattr(scorer, INLINE_ATTR, judge_concurrency is None and is_inline_evaluator(evaluator))
     return scorer
+
+
+def check_overrides_tags(target: object, experiments: Iterable[Experiment]) -> None:
+    """Refuse experiments whose `overrides_tag` no override of the target's store has.
+
+    Applies to an `AgentLoop` (not a task function, which applies no prompt overrides)
+    whose overrides store can list its tags (`LocalPromptOverridesStore` can). The
+    default tag `latest` needs no file: without one the prompts run as written.
+
+    Raises:
+        ConfigurationError: naming the experiment, its tag and the tags that exist.
+    """
+    if not isinstance(target, AgentLoop) or isinstance(target, FunctionLoop):
+        return
+    store = target.overrides_store
+    tags = getattr(store, "tags", None)
+    for experiment in experiments:
+        tag = experiment.overrides_tag
+        if tag == BASELINE.overrides_tag:
+            continue
+        if store is None:
+            raise ConfigurationError(
+                f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, but "
+                f"{qualified_name(target)} has no overrides store; pass overrides_store= "
+                "to the loop"
+            )
+        if callable(tags):
+            known = sorted(tags())
+            if tag not in known:
+                raise ConfigurationError(
+                    f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, "
+                    f"which no override has; tags that exist: {', '.join(known) or 'none'}"
+                )
