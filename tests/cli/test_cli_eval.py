@@ -473,6 +473,12 @@ def test_parse_experiments_defaults_when_none_are_given() -> None:
         ("numeric_close", "1.0", "1.0000001", False),
         ("numeric_close=0.01", "1.0", "1.001", True),
         ("json_equal", '{"a": 1}', {"a": 1}, True),
+        ("numeric_close:answer", {"answer": "42", "work": "6*7"}, "42", True),
+        ("numeric_close=0.01:answer", {"answer": 1.0}, 1.001, True),
+        ("exact_match:answer", {"answer": "a"}, "a", True),
+        ("contains:answer", {"answer": "abc"}, "b", True),
+        ("exact_match:answer", {"result": "a"}, "a", False),
+        ("regex_search=a:b", "xa:bx", None, True),  # a pattern with a colon is no field
     ],
 )
 def test_builtin_evaluators_by_name(spec: str, output: Any, expected: Any, passed: bool) -> None:

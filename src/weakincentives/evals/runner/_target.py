@@ -73,7 +73,14 @@ from ._sample import (
     score_output,
 )
 
-__all__ = ["SampleTarget", "TargetOptions", "make_target", "prepare_scorer", "seed_environment"]
+__all__ = [
+    "SampleTarget",
+    "TargetOptions",
+    "check_overrides_tags",
+    "make_target",
+    "prepare_scorer",
+    "seed_environment",
+]
 
 # The environment of the sample a worker thread is running, for the `env=` argument of a
 # sync task function. Each `to_thread.run_sync` call runs in its own copy of the context,
