@@ -560,3 +560,30 @@ def test_an_overrides_tag_no_override_has_fails_before_any_sample(work: Path) ->
     assert result.exit_code == 2, result.output
     assert "'terse'" in result.stderr and "tags that exist: careful" in result.stderr
     assert not (work / "runs" / "r1").exists()  # refused before any sample ran
+
+
+def test_run_records_provenance_inputs_and_failed_bundles(work: Path) -> None:
+    data = run_json("tasks.py:flagged", "--dataset", "data.jsonl", "--evaluator", "exact_match",
+                    "--run-id", "r1", "--bundles", "failed")  # fmt: skip
+    assert data["total"] == 4
+    run_dir = work / "runs" / "r1"
+    manifest = json.loads((run_dir / "run.json").read_text())
+    provenance = manifest["provenance"]
+    assert provenance["dataset"]["path"] == "data.jsonl"
+    assert (
+        provenance["command"][-4:] == ["--run-id", "r1", "--bundles", "failed"]
+        or provenance["command"]
+    )
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert all("input" in r and "expected" in r for r in rows)
+    bundled = {r["sample_id"] for r in rows if r["bundle_path"]}
+    failed = {r["sample_id"] for r in rows if not r["score"]["passed"] or r["error"]}
+    assert bundled == failed and failed
+    assert len(list((run_dir / "bundles").rglob("*.zip"))) == len(failed)
+
+
+def test_bundles_takes_all_or_failed(work: Path) -> None:
+    result = invoke("eval", "run", "tasks.py:upper", "--dataset", "data.jsonl",
+                    "--evaluator", "exact_match", "--bundles", "some")  # fmt: skip
+    assert result.exit_code == 2
+    assert "--bundles takes 'all' or 'failed'" in result.stderr

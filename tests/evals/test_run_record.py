@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import platform
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from tests.helpers.fake_openai_server import FakeOpenAIServer, RecordedRequest, 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, SECRETS, assert_no_secret
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest, package_version
 from weakincentives.adapters.openai import OpenAIAdapter
-from weakincentives.errors import FingerprintMismatchError
+from weakincentives.errors import ConfigurationError, FingerprintMismatchError
 from weakincentives.evals import (
     Sample,
     Score,
@@ -287,3 +288,33 @@ def test_planted_secrets_reach_neither_results_nor_manifest(
         assert_no_secret(path.read_bytes(), [*SECRETS, "ak-planted-123456"], where=path.name)
     rows = lines(tmp_path / "r1")
     assert all(r["metadata"]["api_key"] == "[REDACTED]" for r in rows)
+
+
+@pytest.mark.parametrize(("scope", "bundled"), [("all", {"s0", "s1", "s2"}), ("failed", {"s1"})])
+def test_bundles_all_or_failed_go_into_the_run_directory(
+    tmp_path: Path, scope: Any, bundled: set[str]
+) -> None:
+    def task(text: str) -> str:
+        if text == "q1":
+            raise RuntimeError(f"boom with {KEY}")
+        return text
+
+    report = run_eval(samples(), task, exact_match, store=tmp_path, run_id="r1", bundles=scope)
+    assert report.total == 3
+    rows = {r["sample_id"]: r for r in lines(tmp_path / "r1")}
+    have = {sid for sid, r in rows.items() if r["bundle_path"]}
+    assert have == bundled
+    for sid in have:
+        path = Path(rows[sid]["bundle_path"])
+        assert path.is_relative_to(tmp_path / "r1" / "bundles")
+        with zipfile.ZipFile(path) as zf:
+            assert "eval.json" in zf.namelist()
+            for name in zf.namelist():
+                assert_no_secret(zf.read(name), [KEY], where=f"{sid}/{name}")
+    error = json.loads(zipfile.ZipFile(rows["s1"]["bundle_path"]).read("error.json"))
+    assert "boom" in json.dumps(error)
+
+
+def test_bundles_need_a_store() -> None:
+    with pytest.raises(ConfigurationError, match="bundles= needs store="):
+        run_eval(samples(1), str, exact_match, bundles="all")

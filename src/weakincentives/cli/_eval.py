@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
 import typer
 
@@ -24,6 +24,7 @@ from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
+    DEFAULT_VALUE_LIMIT,
     Dataset,
     EvalReport,
     Experiment,
@@ -205,6 +206,23 @@ def _run(
     run_timeout: Annotated[
         float | None, typer.Option(help="With --redis: seconds to wait for every result.")
     ] = None,
+    bundles: Annotated[
+        str | None,
+        typer.Option(
+            help="Write a debug bundle per sample into RUN/bundles/: 'all', or 'failed' for "
+            "the samples that did not pass."
+        ),
+    ] = None,
+    record_inputs: Annotated[
+        bool,
+        typer.Option(
+            "--record-inputs/--no-record-inputs",
+            help="Keep each sample's input and expected value on its result.",
+        ),
+    ] = True,
+    value_limit: Annotated[
+        int, typer.Option(min=1, help="Characters of input and expected kept per result.")
+    ] = DEFAULT_VALUE_LIMIT,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
     from rich.console import Console
@@ -213,6 +231,8 @@ def _run(
 
     if run_id is not None and resume is not None:
         _fail("--run-id names a new run and --resume an existing one; give one of them")
+    if bundles not in (None, "all", "failed"):
+        _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     try:
         plan = build_plan(
             target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
@@ -242,7 +262,9 @@ def _run(
             timeout=timeout, store=RunStore(runs_dir),
             run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
             cache=_cache_path(plan.target, runs_dir, no_cache),
-            progress=None if as_json else progress_for(err),
+            progress=None if as_json else progress_for(err), dataset_path=dataset,
+            bundles=cast("Literal['all', 'failed'] | None", bundles),
+            record_inputs=record_inputs, value_limit=value_limit,
         )  # fmt: skip
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] run {Path(the_id).name} is saved as interrupted.")
@@ -269,11 +291,15 @@ def _run_on_redis(
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
     from weakincentives.contrib.distributed import run_distributed
-    from weakincentives.evals import Fingerprint
+    from weakincentives.evals import Fingerprint, RunProvenance
 
+    provenance = RunProvenance.collect(
+        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256
+    )
     fingerprint = Fingerprint.build(
         dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
         evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
+        models=provenance.models(),
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:

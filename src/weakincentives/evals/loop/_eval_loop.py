@@ -7,7 +7,6 @@ request id, so `collect_results` counts each request once: the *report* is exact
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +36,8 @@ from ..runner import (
     execute_function,
     execute_sample,
     prepare_scorer,
+    record_outcome,
+    with_bundle,
 )
 
 __all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
@@ -221,8 +222,8 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
                 inputs=config.inputs,
             )  # fmt: skip
-            _record_outcome(rec, outcome)
-        return _with_bundle(outcome, rec)
+            record_outcome(rec, outcome)
+        return with_bundle(outcome, rec)
 
     def evaluate(
         self,
@@ -257,8 +258,8 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 delivery_count=delivery_count, clock=self._eval_clock,
                 on_prepared=rec.set_session_before if rec.enabled else None, inputs=config.inputs,
             )  # fmt: skip
-            _record_outcome(rec, outcome)
-        return _with_bundle(outcome, rec)
+            record_outcome(rec, outcome)
+        return with_bundle(outcome, rec)
 
     def _recorder(self, bundles: DebugBundleConfig, request: EvalRequest[Any, Any]) -> BundleWriter:
         return bundle_recorder(
@@ -291,37 +292,3 @@ def _request_of(message: Message[EvalRequest[Any, Any], EvalResult]) -> EvalRequ
             "send EvalRequest(sample=..., experiment=...) bodies",
         )
     return request
-
-
-def _with_bundle(outcome: SampleOutcome, rec: BundleWriter) -> SampleOutcome:
-    if rec.path is None:
-        return outcome
-    result = dataclasses.replace(outcome.result, bundle_path=rec.path)
-    return dataclasses.replace(outcome, result=result)
-
-
-def _record_outcome(rec: BundleWriter, outcome: SampleOutcome) -> None:
-    if not rec.enabled:
-        return
-    result = outcome.result
-    if outcome.response is not None:
-        rec.set_response(outcome.response)
-    if outcome.session is not None:
-        rec.set_session_after(outcome.session)
-    rec.set_eval(
-        {
-            "sample_id": result.sample_id,
-            "experiment_name": result.experiment_name,
-            "epoch": result.epoch,
-            "request_id": result.request_id,
-            "score": result.score,
-            "passed": result.passed,
-            "latency_ms": result.latency_ms,
-            "error": result.error,
-            "error_kind": result.error_kind,
-            "usage": result.usage,
-            "delivery_count": result.delivery_count,
-        }
-    )
-    if result.error is not None:
-        rec.set_error(result.error_kind or "agent", outcome.exception or result.error)

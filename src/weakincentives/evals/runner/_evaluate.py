@@ -62,12 +62,14 @@ from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop
+from weakincentives.runtime.bundle import DebugBundleConfig
 from weakincentives.runtime.limits import Budget
 
 from .._records import DEFAULT_VALUE_LIMIT, EvalResult, RecordInputs, Score
 from ..report import EvalReport
 from ..scoring import evaluator_name
-from ..store import Fingerprint, RunProvenance, RunStore, git_commit
+from ..store import Fingerprint, RunProvenance, RunStore, git_commit, new_run_id
+from ._bundles import BundleOptions, BundleScope
 from ._environment import EnvironmentFactory
 from ._progress import ProgressSink, as_progress
 from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
@@ -103,6 +105,7 @@ async def evaluate(
     dataset_path: str | Path | None = None,
     record_inputs: bool = True,
     value_limit: int = DEFAULT_VALUE_LIMIT,
+    bundles: BundleScope | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -144,6 +147,9 @@ async def evaluate(
             (False for sensitive data).
         value_limit: Characters of input and expected kept per result; longer values
             are cut and marked (see `RecordInputs`).
+        bundles: Write a debug bundle per sample into the run's `bundles/` directory:
+            `"all"`, or `"failed"` for the samples that did not pass (needs `store`;
+            sync targets and `AgentLoop`s).
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -163,12 +169,15 @@ async def evaluate(
             f"run_id={run_id!r} names a new run and resume={resume!r} an existing one; pass one"
         )
     check_overrides_tags(target, settings.experiments)
+    bundle_options, run_id = _bundle_options(bundles, store, run_id, resume, clock)
     source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None)
     scorer = prepare_scorer(evaluator, judge_concurrency)
     response_cache, owned = _open_cache(cache, clock)
     try:
         inputs = RecordInputs(enabled=record_inputs, limit=value_limit)
-        options = TargetOptions(scorer, timeout, budget, record_transcript, clock, inputs)
+        options = TargetOptions(
+            scorer, timeout, budget, record_transcript, clock, inputs, bundle_options
+        )
         runner = make_target(
             target, options, with_environment=environment_factory is not None, cache=response_cache
         )
@@ -223,6 +232,7 @@ class EvaluateOptions(TypedDict, total=False):
     dataset_path: str | Path | None
     record_inputs: bool
     value_limit: int
+    bundles: BundleScope | None
     clock: Clock
 
 
@@ -276,6 +286,29 @@ def run_eval(
 
 def _is_target(value: object) -> bool:
     return isinstance(value, AgentLoop) or (callable(value) and not isinstance(value, Iterable))
+
+
+def _bundle_options(
+    scope: BundleScope | None,
+    store: RunStore | str | Path | None,
+    run_id: str | None,
+    resume: str | None,
+    clock: Clock,
+) -> tuple[BundleOptions | None, str | None]:
+    """Where the run's bundles go (its directory's `bundles/`), and the run id, now fixed."""
+    if scope is None:
+        return None, run_id
+    if scope not in ("all", "failed"):
+        raise ConfigurationError(f"bundles must be 'all', 'failed' or None, got {scope!r}")
+    if store is None:
+        raise ConfigurationError("bundles= needs store= (bundles go into the run's directory)")
+    root = store.root if isinstance(store, RunStore) else Path(store)
+    if resume is None and run_id is None:
+        run_id = new_run_id(clock.now())
+    run_dir = root / (resume or cast(str, run_id))
+    if resume is not None and Path(resume).is_dir():
+        run_dir = Path(resume)
+    return BundleOptions(DebugBundleConfig(directory=run_dir / "bundles"), scope), run_id
 
 
 def _open_cache(

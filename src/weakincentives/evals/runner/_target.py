@@ -63,6 +63,7 @@ from ..scoring import (
 )
 from ..store import qualified_name
 from ._async_executor import scores_on_loop
+from ._bundles import BundleOptions, record_bundle
 from ._environment import Environment
 from ._sample import (
     RECORD_INPUTS,
@@ -104,6 +105,8 @@ class TargetOptions:
     """Clock for latencies and deadlines."""
     inputs: RecordInputs = RECORD_INPUTS
     """Whether results keep their sample's input and expected value, and how much."""
+    bundles: BundleOptions | None = None
+    """Write a debug bundle per sample (all, or the failed ones), if set."""
 
 
 class SampleTarget(Protocol):
@@ -210,9 +213,20 @@ class _LoopTarget:
         if env is not None:
             _CURRENT_ENV.set(env)
             seed = functools.partial(seed_environment, env)
+        if opts.bundles is not None:
+            return record_bundle(
+                opts.bundles, request, opts.clock,
+                lambda before: self._sample(request, _both(seed, before)),
+            )  # fmt: skip
+        return self._sample(request, seed)
+
+    def _sample(
+        self, request: EvalRequest[Any, Any], on_prepared: Callable[[Session], None] | None
+    ) -> SampleOutcome:
+        opts = self._options
         return execute_sample(
             self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
-            record_transcript=opts.record_transcript, on_prepared=seed, clock=opts.clock,
+            record_transcript=opts.record_transcript, on_prepared=on_prepared, clock=opts.clock,
             inputs=opts.inputs,
         )  # fmt: skip
 
@@ -228,7 +242,7 @@ class _FunctionTarget(_LoopTarget):
         self._function_loop = loop
 
     def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
-        if env is not None:
+        if env is not None or self._options.bundles is not None:
             return super()._execute(request, env)
         opts = self._options
         return execute_function(
@@ -435,6 +449,19 @@ def prepare_scorer(
     setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
     setattr(scorer, INLINE_ATTR, judge_concurrency is None and is_inline_evaluator(evaluator))
     return scorer
+
+
+def _both(
+    first: Callable[[Session], None] | None, second: Callable[[Session], None]
+) -> Callable[[Session], None]:
+    if first is None:
+        return second
+
+    def both(session: Session) -> None:
+        first(session)
+        second(session)
+
+    return both
 
 
 def check_overrides_tags(target: object, experiments: Iterable[Experiment]) -> None:
