@@ -570,10 +570,6 @@ def test_run_records_provenance_inputs_and_failed_bundles(work: Path) -> None:
     manifest = json.loads((run_dir / "run.json").read_text())
     provenance = manifest["provenance"]
     assert provenance["dataset"]["path"] == "data.jsonl"
-    assert (
-        provenance["command"][-4:] == ["--run-id", "r1", "--bundles", "failed"]
-        or provenance["command"]
-    )
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert all("input" in r and "expected" in r for r in rows)
     bundled = {r["sample_id"] for r in rows if r["bundle_path"]}
