@@ -318,3 +318,28 @@ def test_bundles_all_or_failed_go_into_the_run_directory(
 def test_bundles_need_a_store() -> None:
     with pytest.raises(ConfigurationError, match="bundles= needs store="):
         run_eval(samples(1), str, exact_match, bundles="all")
+
+
+# -- wink query and the report show it -------------------------------------------------------
+
+
+def test_query_exposes_provenance_columns_and_inputs(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    from weakincentives.debug import query
+
+    with adapter(server, temperature=0.2) as model:
+        run_eval(samples(2), Agent(model), exact_match, store=tmp_path, run_id="r1")
+    (run,) = query(
+        tmp_path / "r1",
+        "SELECT agent_provider, agent_model, json_extract(agent_parameters, '$.temperature') AS t,"
+        " python_version, host, package_version FROM runs",
+        cache=False,
+    ).to_dicts()
+    assert (run["agent_provider"], run["agent_model"], run["t"]) == ("openai", "record-model", 0.2)
+    assert run["python_version"] == platform.python_version() and run["host"]
+    rows = query(
+        tmp_path / "r1", "SELECT sample_id, input, expected FROM results ORDER BY sample_id",
+        cache=False,
+    ).to_dicts()  # fmt: skip
+    assert [(r["input"], r["expected"]) for r in rows] == [('"q0"', '"q0"'), ('"q1"', '"q1"')]
