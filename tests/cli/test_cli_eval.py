@@ -583,3 +583,18 @@ def test_bundles_takes_all_or_failed(work: Path) -> None:
                     "--evaluator", "exact_match", "--bundles", "some")  # fmt: skip
     assert result.exit_code == 2
     assert "--bundles takes 'all' or 'failed'" in result.stderr
+
+
+def test_report_prints_the_provenance_header(work: Path) -> None:
+    run_json("tasks.py:upper", "--dataset", "data.jsonl", "--evaluator", "exact_match",
+             "--run-id", "r1")  # fmt: skip
+    result = invoke("eval", "report", "r1")
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[:7]
+    assert [line.split(":")[0] for line in header] == [
+        "agent", "judges", "package", "git", "host", "dataset", "command",
+    ]  # fmt: skip
+    assert "none recorded" in header[0]  # a plain function declares no model
+    assert "data.jsonl" in header[5]
+    data = json.loads(invoke("eval", "report", "r1", "--json").stdout)
+    assert data["provenance"]["dataset"]["path"] == "data.jsonl"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,8 @@ from weakincentives.evals import (
 from weakincentives.runtime import AgentLoop
 
 from ._experiments import parse_experiments
+from ._hints import Hints
+from ._provenance import provenance_lines, run_provenance
 from ._targets import (
     BUILTIN_EVALUATORS,
     combine_evaluators,
@@ -55,11 +56,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
-
-_QUERY_EXAMPLE = (
-    "SELECT experiment, round(avg(passed), 3) AS pass_rate, count(*) AS n "
-    "FROM results GROUP BY experiment"
-)
 
 
 def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
@@ -241,7 +237,7 @@ def _run(
     except (WinkError, ValueError) as exc:
         _fail(exc)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
-    hints = _Hints(
+    hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
         epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
     )  # fmt: skip
@@ -316,52 +312,7 @@ def _run_on_redis(
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Hints:
-    """What the next commands need to name the same run."""
-
-    target: str
-    dataset: Path | None
-    evaluators: Sequence[str]
-    experiments: Sequence[str]
-    epochs: int
-    runs_dir: Path
-    input_type: str | None
-    expected_type: str | None
-
-    def resume_command(self, run_id: str) -> str:
-        args = ["wink", "eval", "run", self.target]
-        if self.dataset is not None:
-            args += ["--dataset", str(self.dataset)]
-        for flag, values in (("--evaluator", self.evaluators), ("--experiment", self.experiments)):
-            for value in values:
-                args += [flag, value]
-        for flag, option in (
-            ("--input-type", self.input_type),
-            ("--expected-type", self.expected_type),
-        ):
-            if option:
-                args += [flag, option]
-        if self.epochs != 1:
-            args += ["--epochs", str(self.epochs)]
-        if self.runs_dir != Path("runs"):
-            args += ["--runs-dir", str(self.runs_dir)]
-        return shlex.join([*args, "--resume", run_id])
-
-    def text(self, run_id: str) -> str:
-        run_dir = shlex.quote(str(self.runs_dir / run_id))
-        return "\n".join(
-            [
-                f"Run directory: {self.runs_dir / run_id}",
-                f"  report:  wink eval report {run_dir}",
-                f"  query:   wink query {run_dir} {shlex.quote(_QUERY_EXAMPLE)}",
-                f"  view:    wink debug {run_dir}",
-                f"  resume:  {self.resume_command(run_id)}",
-            ]
-        )
-
-
-def _print_run(report: EvalReport, plan: RunPlan, hints: _Hints, *, as_json: bool) -> None:
+def _print_run(report: EvalReport, plan: RunPlan, hints: Hints, *, as_json: bool) -> None:
     run_id = report.run_id or ""
     baseline = plan.experiments[0].name if len(plan.experiments) > 1 else None
     if as_json:
@@ -453,6 +404,7 @@ def _report(
     from rich.console import Console
 
     loaded = _load(run, runs_dir)
+    provenance = run_provenance(run, runs_dir)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)
     try:
@@ -461,12 +413,14 @@ def _report(
 
             write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
         if as_json:
-            data = loaded.to_dict(baseline=baseline)
+            data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
             if slice_key is not None:
                 data["slices"] = _slices_json(loaded, slice_key)
             typer.echo(json.dumps(data, indent=2))
         else:
             console = Console()
+            for line in provenance_lines(provenance) if provenance else ():
+                console.print(line, highlight=False, markup=False)
             loaded.render(console, baseline=baseline)
             if slice_key is not None:
                 console.print(_slice_table(loaded, slice_key))
