@@ -343,3 +343,23 @@ def test_query_exposes_provenance_columns_and_inputs(
         cache=False,
     ).to_dicts()  # fmt: skip
     assert [(r["input"], r["expected"]) for r in rows] == [('"q0"', '"q0"'), ('"q1"', '"q1"')]
+
+
+def test_the_viewer_shows_input_expected_and_a_failed_samples_partial_transcript(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    from weakincentives.debug._viewer_data import ViewerData
+
+    server.enqueue(completion("not json"), completion("still not json"))
+    with adapter(server) as model:
+        run_eval(samples(1), Agent(model, STRUCTURED), exact_match, store=tmp_path, run_id="r1")
+    data = ViewerData.open(tmp_path / "r1")
+    (row,) = data.results("r1", [])["rows"]
+    shown = data.result("r1", int(row["id"]))
+    assert shown["sample"] == {"recorded": True, "input": "q0", "expected": "q0"}
+    result = shown["result"]
+    assert result["error_kind"] == "output_parsing"
+    assert result["usage"]["output_tokens"] == 10
+    assert [m["content"] for m in result["messages"] if m["role"] == "assistant"] == [
+        "not json", "still not json",
+    ]  # fmt: skip
