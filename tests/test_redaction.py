@@ -77,3 +77,22 @@ def test_default_redactor_is_made_again_when_the_environment_changes() -> None:
     second = default_redactor(environ={"A_TOKEN": "second-secret-2"})
     assert second.text("first-secret-1 second-secret-2") == "first-secret-1 [REDACTED]"
     assert_no_secret(second.text("second-secret-2"), ["second-secret-2"])
+
+
+def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from weakincentives.redaction import RedactingFilter
+
+    log = logging.getLogger("tests.redaction")
+    caplog.handler.addFilter(RedactingFilter(default_redactor(environ=ENV_SECRETS)))
+    with caplog.at_level(logging.INFO, logger="tests.redaction"):
+        for _, text, _ in PLANTED:
+            log.info("sending %s", text)
+        try:
+            raise PermissionError(PLANTED[0][1])
+        except PermissionError:
+            log.exception("failed")
+    shown = "\n".join(caplog.handler.format(r) for r in caplog.records)
+    assert_no_secret(shown, where="the log")
+    assert shown.count("[REDACTED]") >= len(PLANTED)

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -34,9 +35,11 @@ __all__ = [
     "DEFAULT_SECRET_FIELD_NAMES",
     "DEFAULT_SECRET_PATTERNS",
     "REDACTED",
+    "RedactingFilter",
     "RedactionPolicy",
     "Redactor",
     "default_redactor",
+    "redact_logs",
 ]
 
 REDACTED = "[REDACTED]"
@@ -298,3 +301,44 @@ def default_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
     redactor = RedactionPolicy().redactor(environ=env)
     _DEFAULT = (items, redactor)
     return redactor
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record before any handler formats it.
+
+    The message (its arguments merged in) and the exception text are redacted.
+
+    Example:
+        >>> key = "sk-" + "a" * 20
+        >>> record = logging.LogRecord("x", logging.INFO, "", 0, "key %s", (key,), None)
+        >>> RedactingFilter(default_redactor({})).filter(record), record.getMessage()
+        (True, 'key [REDACTED]')
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact `record` in place; never drops it."""
+        redactor = self._redactor or default_redactor()
+        message = record.getMessage()
+        clean = redactor.text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor.text(record.exc_text)
+        return True
+
+
+def redact_logs(logger: logging.Logger | None = None) -> None:
+    """Add a `RedactingFilter` to every handler of `logger` (default: the root logger).
+
+    `wink` installs it on the handlers it configures; call it after configuring your own.
+    """
+    target = logging.getLogger() if logger is None else logger
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
