@@ -53,7 +53,7 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
         for i, (_, text, _) in enumerate(PLANTED)
     ]
-    loop = FunctionLoop(leaky, name="leaky")
+    loop: FunctionLoop[str, str] = FunctionLoop(leaky, name="leaky")
     run_eval(samples, loop, exact_match, store=tmp_path / "runs", run_id="r1", bundles="all")
     return tmp_path / "runs" / "r1"
 
