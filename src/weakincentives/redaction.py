@@ -94,35 +94,28 @@ def _kv_guard(lower: str) -> bool:
     )
 
 
-def _substrings(*words: str) -> Callable[[str], bool]:
-    if len(words) == 1:
-        (word,) = words
-        return lambda lower: word in lower
-    return lambda lower: any(w in lower for w in words)
-
-
-_GUARDS: dict[str, Callable[[str], bool]] = {
-    DEFAULT_SECRET_PATTERNS[0]: _substrings("sk-"),
-    DEFAULT_SECRET_PATTERNS[1]: _substrings("aiza"),
-    DEFAULT_SECRET_PATTERNS[2]: _substrings("hf_"),
-    DEFAULT_SECRET_PATTERNS[3]: _substrings("gsk_"),
-    DEFAULT_SECRET_PATTERNS[4]: _substrings("xai-"),
-    DEFAULT_SECRET_PATTERNS[5]: _substrings("r8_"),
-    DEFAULT_SECRET_PATTERNS[6]: _substrings("_live_", "_test_"),
-    DEFAULT_SECRET_PATTERNS[7]: _substrings("gh"),
-    DEFAULT_SECRET_PATTERNS[8]: _substrings("github_pat_"),
-    DEFAULT_SECRET_PATTERNS[9]: _substrings("glpat-"),
-    DEFAULT_SECRET_PATTERNS[10]: _substrings("akia"),
-    DEFAULT_SECRET_PATTERNS[11]: _substrings("xox"),
-    DEFAULT_SECRET_PATTERNS[12]: _substrings("eyj"),
-    DEFAULT_SECRET_PATTERNS[13]: _substrings("bearer"),
-    DEFAULT_SECRET_PATTERNS[14]: _substrings("basic"),
+_GUARDS: dict[str, tuple[str, ...] | Callable[[str], bool]] = {
+    DEFAULT_SECRET_PATTERNS[0]: ("sk-",),
+    DEFAULT_SECRET_PATTERNS[1]: ("aiza",),
+    DEFAULT_SECRET_PATTERNS[2]: ("hf_",),
+    DEFAULT_SECRET_PATTERNS[3]: ("gsk_",),
+    DEFAULT_SECRET_PATTERNS[4]: ("xai-",),
+    DEFAULT_SECRET_PATTERNS[5]: ("r8_",),
+    DEFAULT_SECRET_PATTERNS[6]: ("_live_", "_test_"),
+    DEFAULT_SECRET_PATTERNS[7]: ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    DEFAULT_SECRET_PATTERNS[8]: ("github_pat_",),
+    DEFAULT_SECRET_PATTERNS[9]: ("glpat-",),
+    DEFAULT_SECRET_PATTERNS[10]: ("akia",),
+    DEFAULT_SECRET_PATTERNS[11]: ("xox",),
+    DEFAULT_SECRET_PATTERNS[12]: ("eyj",),
+    DEFAULT_SECRET_PATTERNS[13]: ("bearer",),
+    DEFAULT_SECRET_PATTERNS[14]: ("basic",),
     DEFAULT_SECRET_PATTERNS[15]: _kv_guard,
-    DEFAULT_SECRET_PATTERNS[16]: _substrings("://"),
+    DEFAULT_SECRET_PATTERNS[16]: ("://",),
 }
-"""For each default pattern, a cheap test of the lower-cased text (substrings, mostly):
-the pattern itself runs only where its guard passes, which keeps checking a record that
-holds no secret to a few microseconds."""
+"""For each default pattern, a cheap test of the lower-cased text: substrings one of which
+it needs (or a function): the pattern itself runs only where its guard passes, which
+keeps checking a record that holds no secret to a few microseconds."""
 
 _DEFAULT_FIELD_WORDS = ("key", "secret", "passw", "authorization", "cookie", "credential", "token")
 """Substrings one of which every key matched by `DEFAULT_SECRET_FIELD_NAMES` holds."""
@@ -197,7 +190,11 @@ class Redactor:
     ) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         self._literals = re.compile("|".join(re.escape(s) for s in literals)) if literals else None
-        self._patterns = tuple((pattern, _GUARDS.get(pattern.pattern)) for pattern in patterns)
+        self._patterns = patterns
+        guards = [(_GUARDS.get(p.pattern), p) for p in patterns]
+        self._word_guarded = tuple((g, p) for g, p in guards if isinstance(g, tuple))
+        self._other_guarded = tuple((g, p) for g, p in guards if not isinstance(g, tuple))
+        self._default_fields = field_names.pattern == DEFAULT_SECRET_FIELD_NAMES
         self._fields = field_names
         self._replacement = replacement
         # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
@@ -219,12 +216,15 @@ class Redactor:
         The cheap test before `data` on a serialized record: a few substring and guarded
         regex searches, and each distinct JSON key checked once per redactor.
         """
-        if self._finds_secret(text):
+        lower = text.lower()
+        if self._finds_secret(text, lower):
             return True
-        if self._fields.pattern == DEFAULT_SECRET_FIELD_NAMES:
-            lower = text.lower()
-            if not any(word in lower for word in _DEFAULT_FIELD_WORDS):
+        if self._default_fields:
+            hits = [word for word in _DEFAULT_FIELD_WORDS if word in lower]
+            if not hits:
                 return False
+            if hits == ["token"] and lower.count("token") == lower.count('_tokens"'):
+                return False  # only the usage counts (`input_tokens`...), never secret
         keys = self._secret_keys
         # Each `":` ends a key (approximately: a string value may hold one too, which
         # only costs a needless check).
@@ -237,22 +237,28 @@ class Redactor:
                 return True
         return False
 
-    def _finds_secret(self, text: str) -> bool:
-        if any(form in text for form in self._literal_forms):
-            return True
-        lower = text.lower()
-        for pattern, guard in self._patterns:
+    def _finds_secret(self, text: str, lower: str) -> bool:
+        for form in self._literal_forms:
+            if form in text:
+                return True
+        for words, pattern in self._word_guarded:
+            for word in words:
+                if word in lower:
+                    if pattern.search(text):
+                        return True
+                    break
+        for guard, pattern in self._other_guarded:
             if (guard is None or guard(lower)) and pattern.search(text):
                 return True
         return False
 
     def text(self, text: str) -> str:
         """Return `text` with every secret replaced."""
-        if not self._finds_secret(text):
+        if not self._finds_secret(text, text.lower()):
             return text
         if self._literals is not None:
             text = self._literals.sub(self._replacement, text)
-        for pattern, _ in self._patterns:
+        for pattern in self._patterns:
             text = pattern.sub(self._sub, text)
         return text
 
