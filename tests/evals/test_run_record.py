@@ -363,3 +363,16 @@ def test_the_viewer_shows_input_expected_and_a_failed_samples_partial_transcript
     assert [m["content"] for m in result["messages"] if m["role"] == "assistant"] == [
         "not json", "still not json",
     ]  # fmt: skip
+
+
+def test_a_timed_out_sample_still_records_its_input_and_expected(tmp_path: Path) -> None:
+    import anyio
+
+    async def slow(text: str) -> str:
+        await anyio.sleep(5)
+        return text
+
+    run_eval(samples(1), slow, exact_match, store=tmp_path, run_id="r1", timeout=0.05)
+    (row,) = lines(tmp_path / "r1")
+    assert row["error_kind"] == "timeout"
+    assert (row["input"], row["expected"]) == ("q0", "q0")

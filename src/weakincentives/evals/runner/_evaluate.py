@@ -182,7 +182,9 @@ async def evaluate(
             target, options, with_environment=environment_factory is not None, cache=response_cache
         )
         before = response_cache.stats if response_cache is not None else None
-        run = LocalRun(settings, source, runner, environment_factory, as_progress(progress), clock)
+        run = LocalRun(
+            settings, source, runner, environment_factory, as_progress(progress), clock, inputs
+        )
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
             commit = git_commit()

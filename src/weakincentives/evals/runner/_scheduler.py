@@ -29,6 +29,7 @@ from .._records import (
     ErrorKind,
     EvalRequest,
     EvalResult,
+    RecordInputs,
     Sample,
     Score,
     build_request,
@@ -118,8 +119,10 @@ class LocalRun:
         environment_factory: EnvironmentFactory | None,
         progress: ProgressSink,
         clock: Clock,
+        inputs: RecordInputs | None = None,
     ) -> None:
         self.settings = settings
+        self.inputs = inputs or RecordInputs()
         self.source = source
         self.target = target
         self.environment_factory = environment_factory
@@ -345,7 +348,7 @@ class LocalRun:
             return await self._attempt(request, limiter)
         latency = (clock.monotonic() - start) * 1000.0
         message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
-        return error_result(request, message, "timeout", latency)
+        return error_result(request, message, "timeout", latency, self.inputs)
 
     async def _attempt(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
@@ -356,7 +359,7 @@ class LocalRun:
         try:
             env = await create_environment(factory, request.sample)
         except Exception as exc:
-            return error_result(request, _describe(exc), "environment", 0.0)
+            return error_result(request, _describe(exc), "environment", 0.0, self.inputs)
         result = (await self.target.run(request, env, limiter)).result
         try:
             state = await serialize_environment(env)
@@ -441,15 +444,21 @@ def _passed_score(value: float) -> Score:
 
 
 def error_result(
-    request: EvalRequest[Any, Any], message: str, kind: ErrorKind, latency_ms: float
+    request: EvalRequest[Any, Any],
+    message: str,
+    kind: ErrorKind,
+    latency_ms: float,
+    inputs: RecordInputs | None = None,
 ) -> EvalResult:
-    """An error result for `request` that never reached scoring."""
+    """An error result for `request` that never reached scoring (input and expected kept)."""
     sample = request.sample
+    inputs = inputs or RecordInputs()
     return EvalResult(
         sample_id=sample.id, experiment_name=request.experiment.name, epoch=request.epoch,
         request_id=str(request.request_id), run_id=request.run_id,
         metadata=dict(sample.metadata), latency_ms=latency_ms, error=message, error_kind=kind,
         score=Score(value=0.0, passed=False, reason=message),
+        input=inputs.value(sample.input), expected=inputs.value(sample.expected),
     )  # fmt: skip
 
 
