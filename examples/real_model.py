@@ -11,8 +11,10 @@ usual variables and run it:
     .venv/bin/python examples/real_model.py --n 40
 
 The run is stored and resumable like any other: after Ctrl-C, run it again with
-`--resume RUN_ID` and only the missing results are computed. The model names are part of
-the run's fingerprint, so a run is never resumed against another model.
+`--resume RUN_ID` and only the missing results are computed. The adapters describe
+themselves: the run's manifest records the agent's and the judge's model, server and
+temperature, and the same go into its fingerprint, so a run is never resumed against
+another model (`wink eval report RUN` prints them in its header).
 """
 
 from __future__ import annotations
@@ -53,8 +55,7 @@ def main(argv: list[str]) -> int:
             build_agent(agent_model, overrides=careful_overrides(overrides_root())),
             make_evaluator(judge_model),
             experiments=EXPERIMENTS, max_concurrent=args.concurrency,
-            store=RunStore(args.runs_dir), resume=args.resume,
-            fingerprint_extra={"agent_model": model, "judge_model": judge_name},
+            store=RunStore(args.runs_dir), resume=args.resume, dataset_path=path,
         )  # fmt: skip
     console = Console()
     report.render(console, baseline="baseline")

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "clock": 1,
     "serde": 1,
     "experiment": 1,
+    "redaction": 1,
     "prompt": 2,
     "adapters": 2,
     "runtime": 2,

@@ -7,6 +7,7 @@ import pytest
 
 from tests.helpers import ScriptedModel, calculator_model, calculator_tool
 from weakincentives.adapters import (
+    DescribedAdapter,
     FunctionAdapter,
     FunctionReply,
     ModelRequest,
@@ -31,6 +32,7 @@ from weakincentives.runtime import Budget, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
     PromptExecuted,
+    PromptFailed,
     PromptRendered,
     Session,
     TokenUsage,
@@ -226,10 +228,96 @@ def test_structured_output_is_parsed(reply: FunctionReply | str) -> None:
 )
 def test_structured_output_that_does_not_validate(reply: str, match: str) -> None:
     session = Session()
-    adapter = FunctionAdapter(ScriptedModel(reply))
+    adapter = FunctionAdapter(ScriptedModel(reply), output_retries=0)
     with pytest.raises(AdapterResponseError, match=match):
         adapter.evaluate(_prompt(Answer), session=session)
     assert session[PromptExecuted].all() == ()
+    failed = session[PromptFailed].latest()
+    assert failed is not None
+    assert failed.stage == "output_parsing"
+    assert failed.error_type == "AdapterResponseError"
+    assert failed.model_requests == 1
+    assert failed.messages[-1] == ChatMessage(role="assistant", content=reply)
+
+
+def test_a_reply_that_does_not_parse_is_retried_with_the_parse_error() -> None:
+    model = ScriptedModel("forty-two", '{"value": 42}')
+    session = Session()
+
+    response = FunctionAdapter(model).evaluate(_prompt(Answer, tools=False), session=session)
+
+    assert response.output == Answer(42.0)
+    assert response.model_requests == 2
+    # The failed answer and the correction are in the transcript, in order.
+    roles = [m.role for m in response.messages]
+    assert roles[-3:] == ["assistant", "user", "assistant"]
+    correction = response.messages[-2].content or ""
+    assert "does not parse" in correction
+    assert "forty-two" in correction
+    assert model.requests[1].messages[-1].content == correction
+    # Both calls' tokens are counted.
+    executed = session[PromptExecuted].latest()
+    assert executed is not None
+    assert executed.usage.output_tokens == 3 + 4  # estimates of "forty-two" then '{"value": 42}'
+    assert session[PromptFailed].all() == ()
+
+
+@pytest.mark.parametrize("retries", [0, 1, 3])
+def test_parse_retries_are_bounded(retries: int) -> None:
+    model = ScriptedModel(*(["not json"] * (retries + 1)))
+    session = Session()
+    adapter = FunctionAdapter(model, output_retries=retries)
+
+    with pytest.raises(AdapterResponseError, match="does not parse"):
+        adapter.evaluate(_prompt(Answer, tools=False), session=session)
+
+    assert len(model.requests) == retries + 1
+    failed = session[PromptFailed].latest()
+    assert failed is not None
+    assert failed.stage == "output_parsing"
+    assert failed.model_requests == retries + 1
+    assert [m.role for m in failed.messages].count("assistant") == retries + 1
+    assert failed.usage.output_tokens == 3 * (retries + 1)
+
+
+def test_a_failed_run_keeps_its_transcript_tool_calls_and_tokens() -> None:
+    def broken(request: ModelRequest) -> FunctionReply | str:
+        if request.turn == 0:
+            return FunctionReply(
+                tool_calls=(
+                    ToolCall(id="", name="calculate", arguments='{"a": 6, "op": "*", "b": 7}'),
+                ),
+                usage=TokenUsage(input_tokens=10, output_tokens=5),
+            )
+        raise RuntimeError("provider went away")
+
+    session = Session()
+    with pytest.raises(RuntimeError, match="provider went away"):
+        FunctionAdapter(broken).evaluate(_prompt(), session=session)
+
+    failed = session[PromptFailed].latest()
+    assert failed is not None
+    assert failed.stage == "agent"
+    assert failed.error == "provider went away"
+    assert failed.usage == TokenUsage(input_tokens=10, output_tokens=5)
+    assert failed.tool_calls == 1
+    assert [m.role for m in failed.messages][-2:] == ["assistant", "tool"]
+    assert failed.messages[-1].content == "42"
+    assert len(session[ToolInvoked].all()) == 1
+
+
+def test_describe_names_the_function_and_the_limits() -> None:
+    info = FunctionAdapter(calculator_model, model_name="calc", max_turns=4).describe()
+
+    assert info.provider == "function"
+    assert info.model == "tests.helpers.calculator_model"
+    assert info.base_url is None
+    assert dict(info.parameters) == {"model_name": "calc", "max_turns": 4, "output_retries": 1}
+    assert info.adapter == "weakincentives.adapters.function.FunctionAdapter"
+    assert info.version
+    assert isinstance(FunctionAdapter(calculator_model), DescribedAdapter)
+    other = FunctionAdapter(calculator_model, model_name="calc", max_turns=4, output_retries=2)
+    assert other.describe().behaviour() != info.behaviour()
 
 
 # -- limits and heartbeats -------------------------------------------------------------------

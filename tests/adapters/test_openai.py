@@ -25,7 +25,7 @@ from tests.helpers.fake_openai_server import (
     usage,
 )
 from weakincentives import serde
-from weakincentives.adapters import ModelRequest
+from weakincentives.adapters import DescribedAdapter, ModelRequest
 from weakincentives.adapters.openai import OpenAIAdapter
 from weakincentives.clock import SYSTEM_CLOCK, FakeClock
 from weakincentives.errors import (
@@ -51,7 +51,13 @@ from weakincentives.prompt import (
 )
 from weakincentives.runtime.agent_loop import AgentLoop
 from weakincentives.runtime.limits import Deadline
-from weakincentives.runtime.session import PromptExecuted, Session, TokenUsage, ToolInvoked
+from weakincentives.runtime.session import (
+    PromptExecuted,
+    PromptFailed,
+    Session,
+    TokenUsage,
+    ToolInvoked,
+)
 
 SECRET = "sk-test-3f9a1c7e5b2d"
 
@@ -260,10 +266,90 @@ def test_structured_output_is_parsed_into_the_dataclass(
 def test_structured_output_that_does_not_validate_fails(
     server: FakeOpenAIServer, make_adapter: AdapterFactory, text: str
 ) -> None:
-    server.enqueue(completion(text))
+    server.enqueue(completion(text), completion(text))
+    session = Session()
 
     with pytest.raises(AdapterResponseError, match=r"Forecast|structured output"):
-        make_adapter().evaluate(ask(output_type=Forecast), session=Session())
+        make_adapter().evaluate(ask(output_type=Forecast), session=session)
+
+    # One retry by default, shown the parse error; both answers' tokens are kept.
+    assert len(server.bodies) == 2
+    retry = server.bodies[1]["messages"]
+    assert retry[-1]["role"] == "user"
+    assert "Reply again" in retry[-1]["content"]
+    failed = session[PromptFailed].latest()
+    assert failed is not None
+    assert failed.stage == "output_parsing"
+    assert failed.model_requests == 2
+    assert failed.usage == TokenUsage(input_tokens=20, output_tokens=10)  # 2 x the default
+
+
+def test_structured_output_retry_sends_the_parse_error_then_succeeds(
+    server: FakeOpenAIServer, make_adapter: AdapterFactory
+) -> None:
+    server.enqueue(completion('{"city": "Paris"}'), completion('{"city": "Paris", "celsius": 21}'))
+    session = Session()
+
+    response = make_adapter().evaluate(ask(output_type=Forecast), session=session)
+
+    assert response.output == Forecast(city="Paris", celsius=21)
+    correction = server.bodies[1]["messages"][-1]["content"]
+    assert "celsius" in correction and "Field required" in correction
+    assert [m.role for m in response.messages][-3:] == ["assistant", "user", "assistant"]
+    assert session[PromptFailed].all() == ()
+
+
+def test_output_retries_zero_fails_on_the_first_bad_answer(
+    server: FakeOpenAIServer, make_adapter: AdapterFactory
+) -> None:
+    server.enqueue(completion("not json"))
+
+    with pytest.raises(AdapterResponseError, match="does not parse"):
+        make_adapter(output_retries=0).evaluate(ask(output_type=Forecast), session=Session())
+    assert len(server.bodies) == 1
+
+
+def test_describe_records_model_server_and_parameters_without_credentials(
+    server: FakeOpenAIServer,
+) -> None:
+    url = server.base_url.replace("http://", "http://alice:hunter2@") + "?key=abc"
+    with OpenAIAdapter(
+        "test-model", base_url=url, api_key=SECRET, temperature=0.2, extra_body={"top_k": 5}
+    ) as adapter:
+        info = adapter.describe()
+
+    assert isinstance(adapter, DescribedAdapter)
+    assert info.provider == "openai"
+    assert info.model == "test-model"
+    assert info.base_url is not None
+    assert info.base_url.rstrip("/") == server.base_url.rstrip("/")
+    assert "hunter2" not in str(info.to_dict()) and SECRET not in str(info.to_dict())
+    assert dict(info.parameters) == {
+        "temperature": 0.2,
+        "extra_body": {"top_k": 5},
+        "max_turns": 16,
+        "output_retries": 1,
+    }
+    assert info.adapter == "weakincentives.adapters.openai.OpenAIAdapter"
+    assert info.version == openai.__version__
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"model": "other"}, {"temperature": 0.7}, {"base_url": "http://127.0.0.1:1/v1"}],
+    ids=["model", "temperature", "base_url"],
+)
+def test_what_changes_the_model_changes_the_behaviour(
+    server: FakeOpenAIServer, change: dict[str, Any]
+) -> None:
+    options: dict[str, Any] = {
+        "model": "test-model",
+        "base_url": server.base_url,
+        "api_key": SECRET,
+    }
+    with OpenAIAdapter(**options) as a, OpenAIAdapter(**{**options, **change}) as b:
+        assert a.describe().behaviour() != b.describe().behaviour()
+        assert a.describe().behaviour() == OpenAIAdapter(**options).describe().behaviour()
 
 
 def test_usage_is_summed_across_turns_with_cached_tokens(

@@ -473,6 +473,12 @@ def test_parse_experiments_defaults_when_none_are_given() -> None:
         ("numeric_close", "1.0", "1.0000001", False),
         ("numeric_close=0.01", "1.0", "1.001", True),
         ("json_equal", '{"a": 1}', {"a": 1}, True),
+        ("numeric_close:answer", {"answer": "42", "work": "6*7"}, "42", True),
+        ("numeric_close=0.01:answer", {"answer": 1.0}, 1.001, True),
+        ("exact_match:answer", {"answer": "a"}, "a", True),
+        ("contains:answer", {"answer": "abc"}, "b", True),
+        ("exact_match:answer", {"result": "a"}, "a", False),
+        ("regex_search=a:b", "xa:bx", None, True),  # a pattern with a colon is no field
     ],
 )
 def test_builtin_evaluators_by_name(spec: str, output: Any, expected: Any, passed: bool) -> None:
@@ -543,3 +549,52 @@ def test_cache_summary(stats: dict[str, int], expected: str) -> None:
     from weakincentives.cli._eval import _cache_summary
 
     assert expected in _cache_summary(stats)
+
+
+def test_an_overrides_tag_no_override_has_fails_before_any_sample(work: Path) -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    importlib.import_module("calc_agent").write_dataset(work / "calc.jsonl", 4)
+    agent = str(EXAMPLES / "calc_suite.py") + ":make_agent"
+    result = invoke("eval", "run", agent, "--dataset", "calc.jsonl", "--evaluator", "contains",
+                    "--experiment", "terse:terse", "--run-id", "r1")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "'terse'" in result.stderr and "tags that exist: careful" in result.stderr
+    assert not (work / "runs" / "r1").exists()  # refused before any sample ran
+
+
+def test_run_records_provenance_inputs_and_failed_bundles(work: Path) -> None:
+    data = run_json("tasks.py:flagged", "--dataset", "data.jsonl", "--evaluator", "exact_match",
+                    "--run-id", "r1", "--bundles", "failed")  # fmt: skip
+    assert data["total"] == 4
+    run_dir = work / "runs" / "r1"
+    manifest = json.loads((run_dir / "run.json").read_text())
+    provenance = manifest["provenance"]
+    assert provenance["dataset"]["path"] == "data.jsonl"
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert all("input" in r and "expected" in r for r in rows)
+    bundled = {r["sample_id"] for r in rows if r["bundle_path"]}
+    failed = {r["sample_id"] for r in rows if not r["score"]["passed"] or r["error"]}
+    assert bundled == failed and failed
+    assert len(list((run_dir / "bundles").rglob("*.zip"))) == len(failed)
+
+
+def test_bundles_takes_all_or_failed(work: Path) -> None:
+    result = invoke("eval", "run", "tasks.py:upper", "--dataset", "data.jsonl",
+                    "--evaluator", "exact_match", "--bundles", "some")  # fmt: skip
+    assert result.exit_code == 2
+    assert "--bundles takes 'all' or 'failed'" in result.stderr
+
+
+def test_report_prints_the_provenance_header(work: Path) -> None:
+    run_json("tasks.py:upper", "--dataset", "data.jsonl", "--evaluator", "exact_match",
+             "--run-id", "r1")  # fmt: skip
+    result = invoke("eval", "report", "r1")
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[:7]
+    assert [line.split(":")[0] for line in header] == [
+        "agent", "judges", "package", "git", "host", "dataset", "command",
+    ]  # fmt: skip
+    assert "none recorded" in header[0]  # a plain function declares no model
+    assert "data.jsonl" in header[5]
+    data = json.loads(invoke("eval", "report", "r1", "--json").stdout)
+    assert data["provenance"]["dataset"]["path"] == "data.jsonl"

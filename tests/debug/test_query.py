@@ -161,7 +161,8 @@ def test_results_has_one_row_per_key_and_the_last_line_wins(run_dir: Path) -> No
         "reason": "exact", "reward": pytest.approx(0.875), "latency_ms": 102.0,
         "input_tokens": 20, "output_tokens": 5, "cached_tokens": 2, "total_tokens": 25,
         "error_kind": None, "error": None, "metadata": '{"topic":"math","level":2}',
-        "output": '{"answer":"4"}', "metrics": '{"correct":1.0,"style":0.5,"turns":2.0}',
+        "output": '{"answer":"4"}', "input": None, "expected": None,
+        "metrics": '{"correct":1.0,"style":0.5,"turns":2.0}',
         "bundle_path": None, "delivery_count": 1, "line": 1,
     }  # fmt: skip
     assert (s2["passed"], s2["reward"], s2["reason"]) == (0, pytest.approx(0.125), "expected 4")

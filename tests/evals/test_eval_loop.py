@@ -69,6 +69,7 @@ from weakincentives.runtime import (
     ToolInvoked,
 )
 from weakincentives.runtime.mailbox import FakeMailbox, RegistryResolver
+from weakincentives.runtime.session import PromptFailed
 
 TOOL_LOG = logging.getLogger("tests.evals.calculator")
 
@@ -511,7 +512,10 @@ def test_each_sample_gets_a_verified_bundle_with_sessions_logs_and_eval(tmp_path
     assert good.manifest.status == "ok" and after is not None
     assert [call.name for call in Session.restore(after)[ToolInvoked].all()] == ["calculate"]
     assert good.eval == {**(good.eval or {}), "error": None, "passed": True}
-    assert bad.manifest.status == "error" and bad.session_after is None
+    # The failed run's session is kept: its PromptFailed holds the partial transcript.
+    assert bad.manifest.status == "error" and bad.session_after is not None
+    failed = Session.restore(bad.session_after)[PromptFailed].latest()
+    assert failed is not None and failed.error == "model exploded"
     assert bad.error is not None and "model exploded" in bad.error["message"]
     assert "Traceback" in (bad.error["traceback"] or "")
     assert (bad.eval or {})["error_kind"] == "agent"

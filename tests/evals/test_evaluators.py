@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from weakincentives.evals.scoring._builtins import (
     not_,
     threshold,
 )
+from weakincentives.evals.scoring._matchers import numeric_close
 from weakincentives.evals.scoring._protocols import classify_error, evaluator_name, is_session_aware
 from weakincentives.evals.scoring._session_checks import tool_called
 from weakincentives.runtime.session import (
@@ -131,9 +133,41 @@ def test_contains(
     assert (score.passed, score.reason) == (passed, reason)
 
 
-def test_contains_refuses_outputs_it_cannot_search() -> None:
-    with pytest.raises(ConfigurationError, match="contains needs a str or a collection output"):
-        contains(42, "4")
+@dataclass(frozen=True)
+class Solved:
+    answer: str
+    work: str = ""
+
+
+def test_an_output_a_builtin_cannot_read_fails_with_a_reason_that_says_so() -> None:
+    for score in (contains(42, "4"), contains(Solved("4"), "4")):
+        assert not score.passed
+        assert "contains needs text or a collection" in score.reason
+        assert "contains(field=...)" in score.reason
+    score = numeric_close()(Solved("4"), "4")
+    assert not score.passed
+    assert "numeric_close needs a number or text but the output is a Solved" in score.reason
+    assert "--evaluator numeric_close:FIELD" in score.reason
+    assert "exact_match(field=...)" in exact_match(Solved("4"), "4").reason
+
+
+@pytest.mark.parametrize(
+    "evaluator",
+    [exact_match(field="answer"), contains(field="answer"), numeric_close(field="answer")],
+    ids=["exact_match", "contains", "numeric_close"],
+)
+def test_builtins_can_be_pointed_at_a_field(evaluator: Any) -> None:
+    assert evaluator(Solved("4", "2 + 2"), "4").passed
+    assert evaluator({"answer": "4"}, "4").passed
+    assert evaluator('{"answer": "4"}', {"answer": "4", "note": "x"}).passed  # JSON text too
+    assert not evaluator(Solved("5"), "4").passed
+    missing = evaluator({"result": "4"}, "4")
+    assert not missing.passed and "has no field 'answer' (it has: result)" in missing.reason
+
+
+def test_a_field_is_needed_when_no_output_is_given() -> None:
+    with pytest.raises(ConfigurationError, match="field='NAME'"):
+        exact_match()  # type: ignore[call-overload]  # the mistake under test
 
 
 # -- all_of / any_of --------------------------------------------------------------------

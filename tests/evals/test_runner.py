@@ -329,7 +329,12 @@ def test_streamed_generator_is_pulled_lazily_with_bounded_memory() -> None:
     tracemalloc.start()
     try:
         report = run_eval(
-            samples(), task, exact_match, max_concurrent=limit, record_transcript=False
+            samples(),
+            task,
+            exact_match,
+            max_concurrent=limit,
+            record_transcript=False,
+            record_inputs=False,
         )
         _, peak = tracemalloc.get_traced_memory()
     finally:

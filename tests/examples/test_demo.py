@@ -189,3 +189,10 @@ def test_real_model_example_runs_against_an_openai_compatible_endpoint(
     models = {b["model"] for b in server.bodies}
     assert models == {"agent-model", "judge-model"}
     assert any(b.get("response_format") for b in server.bodies)
+    # The adapters describe themselves: nothing is added by hand, and both are recorded.
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["fingerprint"]["extra"] == {}
+    models = manifest["fingerprint"]["models"]
+    assert (models["agent"]["model"], models["judge"]["model"]) == ("agent-model", "judge-model")
+    assert models["agent"]["parameters"]["temperature"] == 0.0
+    assert manifest["provenance"]["dataset"]["path"].endswith("calc-questions-8.jsonl")

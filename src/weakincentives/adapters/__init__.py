@@ -18,6 +18,7 @@ from weakincentives.adapters._provenance import (
     AdapterInfo,
     DescribedAdapter,
     describe_adapter,
+    package_version,
     strip_credentials,
 )
 from weakincentives.adapters._types import (
@@ -65,5 +66,6 @@ __all__ = [
     "cache_key",
     "cached_model_call",
     "describe_adapter",
+    "package_version",
     "strip_credentials",
 ]

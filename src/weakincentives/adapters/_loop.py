@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import AdapterResponseError, SerdeError, TurnLimitExceededError
+from weakincentives.errors import (
+    AdapterResponseError,
+    BudgetExceededError,
+    DeadlineExceededError,
+    SerdeError,
+    TurnLimitExceededError,
+)
 from weakincentives.prompt import Prompt, RenderedPrompt, Tool, ToolContext
 from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
+    FailureStage,
     PromptExecuted,
+    PromptFailed,
     PromptRendered,
     Session,
-    TokenUsage,
     ToolCall,
     ToolInvoked,
     ToolResult,
@@ -39,10 +46,17 @@ def run_prompt(
     budget: Budget | None,
     heartbeat: Heartbeat | None,
     max_turns: int,
+    output_retries: int = 1,
     clock: Clock = SYSTEM_CLOCK,
 ) -> PromptResponse[OutputT]:
-    """Render `prompt`, call the model until it answers without tool calls, record events."""
-    started = clock.monotonic()
+    """Render `prompt`, call the model until it answers without tool calls, record events.
+
+    A final answer that does not parse into the output type is sent back to the model
+    with the parse error, up to `output_retries` times (each retry is in the transcript,
+    and does not count against `max_turns`). When the run raises, a `PromptFailed` event
+    with the conversation, usage and counts so far is published before the exception
+    propagates.
+    """
     rendered = prompt.render()
     session.dispatch(
         PromptRendered(
@@ -54,61 +68,178 @@ def run_prompt(
             overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
             applied_overrides=rendered.applied_overrides,
             rendered_at=clock.now(),
+            output_type=_type_name(rendered.output_type),
         ),
     )
-    tracker = BudgetTracker(budget)
-    tools = {t.name: t for t in rendered.tools}
-    specs = tuple(t.spec() for t in rendered.tools)
-    schema = serde.json_schema(rendered.output_type) if rendered.output_type else None
-    messages = list(rendered.messages)
-    tool_calls = 0
-    model: str | None = None
-    for turn_index in range(max_turns):
-        if deadline is not None:
-            deadline.check(f"prompt {prompt.name}")
-        if heartbeat is not None:
-            heartbeat()
-        turn = call_model(
-            ModelRequest(
-                messages=tuple(messages),
-                tools=specs,
-                output_type=rendered.output_type,
-                output_schema=schema,
-                prompt_name=prompt.name,
-                turn=turn_index,
-                timeout=deadline.remaining() if deadline is not None else None,
-            ),
-        )
-        model = turn.model or model
-        tracker.record(turn.usage)
-        if deadline is not None:
-            # A late answer is a timeout, whatever it says: checked after the call too.
-            deadline.check(f"prompt {prompt.name}")
-        messages.append(turn.message)
-        if not turn.message.tool_calls:
-            return _finish(
-                prompt,
-                rendered,
-                session,
-                messages,
-                tracker.usage,
-                model,
-                turn_index + 1,
-                tool_calls,
-                clock.monotonic() - started,
+    state = _RunState(prompt, rendered, session, clock, BudgetTracker(budget))
+    try:
+        return state.run(call_model, deadline, heartbeat, max_turns, output_retries)
+    except Exception as exc:
+        state.fail(exc)
+        raise
+
+
+class _RunState:
+    """What one prompt run has gathered so far: kept for the result or the failure."""
+
+    def __init__(
+        self,
+        prompt: Prompt[Any],
+        rendered: RenderedPrompt,
+        session: Session,
+        clock: Clock,
+        tracker: BudgetTracker,
+    ) -> None:
+        self.prompt = prompt
+        self.rendered = rendered
+        self.session = session
+        self.clock = clock
+        self.tracker = tracker
+        self.started = clock.monotonic()
+        self.messages = list(rendered.messages)
+        self.tool_calls = 0
+        self.model_requests = 0
+        self.model: str | None = None
+        self.parsing = False
+
+    def run(
+        self,
+        call_model: Callable[[ModelRequest], ModelTurn],
+        deadline: Deadline | None,
+        heartbeat: Heartbeat | None,
+        max_turns: int,
+        output_retries: int,
+    ) -> PromptResponse[Any]:
+        prompt, rendered = self.prompt, self.rendered
+        tools = {t.name: t for t in rendered.tools}
+        specs = tuple(t.spec() for t in rendered.tools)
+        schema = serde.json_schema(rendered.output_type) if rendered.output_type else None
+        retries_left = output_retries
+        turn_index = 0
+        while turn_index < max_turns:
+            if deadline is not None:
+                deadline.check(f"prompt {prompt.name}")
+            if heartbeat is not None:
+                heartbeat()
+            turn = call_model(
+                ModelRequest(
+                    messages=tuple(self.messages),
+                    tools=specs,
+                    output_type=rendered.output_type,
+                    output_schema=schema,
+                    prompt_name=prompt.name,
+                    turn=self.model_requests,
+                    timeout=deadline.remaining() if deadline is not None else None,
+                ),
             )
-        for call in turn.message.tool_calls:
-            event = _invoke(tools, call, session, prompt.name, heartbeat)
-            session.dispatch(event)
-            tool_calls += 1
-            messages.append(
+            self.model_requests += 1
+            self.model = turn.model or self.model
+            self.messages.append(turn.message)
+            self.tracker.record(turn.usage)
+            if deadline is not None:
+                # A late answer is a timeout, whatever it says: checked after the call too.
+                deadline.check(f"prompt {prompt.name}")
+            if turn.message.tool_calls:
+                self._call_tools(tools, turn.message.tool_calls, heartbeat)
+                turn_index += 1
+                continue
+            try:
+                return self._finish()
+            except AdapterResponseError as exc:
+                if retries_left <= 0:
+                    raise
+                retries_left -= 1
+                self.parsing = False
+                self.messages.append(ChatMessage(role="user", content=_retry_text(exc)))
+        raise TurnLimitExceededError(
+            f"prompt {prompt.name}: the model was still calling tools after {max_turns} turns; "
+            "raise max_turns or check the tools' answers",
+        )
+
+    def _call_tools(
+        self, tools: dict[str, Tool[Any]], calls: tuple[ToolCall, ...], heartbeat: Heartbeat | None
+    ) -> None:
+        for call in calls:
+            event = _invoke(tools, call, self.session, self.prompt.name, heartbeat)
+            self.session.dispatch(event)
+            self.tool_calls += 1
+            self.messages.append(
                 ChatMessage(
                     role="tool", content=event.result.message, tool_call_id=call.id, name=call.name
                 ),
             )
-    raise TurnLimitExceededError(
-        f"prompt {prompt.name}: the model was still calling tools after {max_turns} turns; "
-        "raise max_turns or check the tools' answers",
+
+    def _finish(self) -> PromptResponse[Any]:
+        prompt = self.prompt
+        text = self.messages[-1].content
+        output: Any = None
+        if self.rendered.output_type is not None:
+            self.parsing = True
+            output = parse_output(self.rendered.output_type, text, prompt.name)
+            self.parsing = False
+        usage = self.tracker.usage
+        self.session.dispatch(
+            PromptExecuted(
+                prompt_ns=prompt.template.ns,
+                prompt_key=prompt.template.key,
+                prompt_name=prompt.name,
+                text=text,
+                output=output,
+                usage=usage,
+                model=self.model,
+                model_requests=self.model_requests,
+                tool_calls=self.tool_calls,
+                duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
+            ),
+        )
+        return PromptResponse(
+            prompt_name=prompt.name,
+            text=text,
+            output=output,
+            usage=usage,
+            messages=tuple(self.messages),
+            model=self.model,
+            model_requests=self.model_requests,
+            tool_calls=self.tool_calls,
+        )
+
+    def fail(self, exc: Exception) -> None:
+        """Publish `PromptFailed` with what the run gathered before `exc`."""
+        prompt = self.prompt
+        self.session.dispatch(
+            PromptFailed(
+                prompt_ns=prompt.template.ns,
+                prompt_key=prompt.template.key,
+                prompt_name=prompt.name,
+                messages=tuple(self.messages),
+                usage=self.tracker.usage,
+                model=self.model,
+                model_requests=self.model_requests,
+                tool_calls=self.tool_calls,
+                stage=self._stage(exc),
+                error_type=type(exc).__name__,
+                error=str(exc),
+                duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
+            ),
+        )
+
+    def _stage(self, exc: Exception) -> FailureStage:
+        if isinstance(exc, DeadlineExceededError):
+            return "timeout"
+        if isinstance(exc, BudgetExceededError):
+            return "budget"
+        return "output_parsing" if self.parsing else "agent"
+
+
+def _type_name(tp: type[Any] | None) -> str | None:
+    return None if tp is None else f"{tp.__module__}.{tp.__qualname__}"
+
+
+def _retry_text(exc: AdapterResponseError) -> str:
+    """What the model is told when its final answer did not parse."""
+    return (
+        f"Your answer could not be used: {exc}. Reply again with only the JSON object the "
+        "output schema asks for."
     )
 
 
@@ -138,47 +269,6 @@ def _invoke(
         session=session, prompt_name=prompt_name, call_id=call.id, heartbeat=heartbeat
     )
     return tool.invoke(call.arguments, ctx)
-
-
-def _finish(
-    prompt: Prompt[OutputT],
-    rendered: RenderedPrompt,
-    session: Session,
-    messages: list[ChatMessage],
-    usage: TokenUsage,
-    model: str | None,
-    model_requests: int,
-    tool_calls: int,
-    elapsed: float,
-) -> PromptResponse[OutputT]:
-    text = messages[-1].content
-    output: Any = None
-    if rendered.output_type is not None:
-        output = parse_output(rendered.output_type, text, prompt.name)
-    session.dispatch(
-        PromptExecuted(
-            prompt_ns=prompt.template.ns,
-            prompt_key=prompt.template.key,
-            prompt_name=prompt.name,
-            text=text,
-            output=output,
-            usage=usage,
-            model=model,
-            model_requests=model_requests,
-            tool_calls=tool_calls,
-            duration_ms=elapsed * 1000.0,
-        ),
-    )
-    return PromptResponse(
-        prompt_name=prompt.name,
-        text=text,
-        output=cast("OutputT | None", output),
-        usage=usage,
-        messages=tuple(messages),
-        model=model,
-        model_requests=model_requests,
-        tool_calls=tool_calls,
-    )
 
 
 def parse_output(output_type: type[Any], text: str | None, prompt_name: str) -> Any:

@@ -7,12 +7,20 @@ fingerprint can refuse a resume against another model. `describe_adapter` works 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["AdapterInfo", "DescribedAdapter", "describe_adapter", "strip_credentials"]
+__all__ = [
+    "AdapterInfo",
+    "DescribedAdapter",
+    "describe_adapter",
+    "package_version",
+    "strip_credentials",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,3 +97,12 @@ def strip_credentials(url: str | None) -> str | None:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+@functools.cache
+def package_version(name: str = "weakincentives") -> str:
+    """The installed version of distribution `name` ("unknown" when it is not installed)."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"

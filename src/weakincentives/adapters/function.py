@@ -33,6 +33,7 @@ from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, Too
 
 from ._cache import cached_model_call
 from ._loop import run_prompt
+from ._provenance import AdapterInfo, package_version
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["FunctionAdapter", "FunctionModel", "FunctionReply", "estimate_tokens"]
@@ -92,6 +93,29 @@ class FunctionAdapter:
     cache: ResponseCache | None = None
     """Response cache for model turns (keyed by `model_name`, the function's qualified name
     and the conversation; give each function its own `model_name` when they share a cache)."""
+    output_retries: int = 1
+    """Times a final answer that does not parse into the output type is sent back to the
+    model with the parse error (0: fail at once)."""
+
+    def describe(self) -> AdapterInfo:
+        """The function's qualified name as the model, `model_name` and the limits.
+
+        Example:
+            >>> def echo(request): return "hi"
+            >>> FunctionAdapter(echo).describe().model
+            'weakincentives.adapters.function.echo'
+        """
+        return AdapterInfo(
+            provider="function",
+            model=_qualified_name(self.model),
+            parameters={
+                "model_name": self.model_name,
+                "max_turns": self.max_turns,
+                "output_retries": self.output_retries,
+            },
+            adapter=f"{type(self).__module__}.{type(self).__qualname__}",
+            version=package_version(),
+        )
 
     def with_cache(self, cache: ResponseCache | None) -> Self:
         """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`."""
@@ -123,6 +147,7 @@ class FunctionAdapter:
             budget=budget,
             heartbeat=heartbeat,
             max_turns=self.max_turns,
+            output_retries=self.output_retries,
             clock=self.clock,
         )
 

@@ -56,6 +56,7 @@ from weakincentives.runtime.session import Session
 from ._cache import cached_model_call
 from ._loop import run_prompt
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
+from ._provenance import AdapterInfo, strip_credentials
 from ._types import CacheStats, Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
@@ -109,6 +110,8 @@ class OpenAIAdapter:
         cache: Response cache for model turns (None: every turn calls the server).
         cache_nondeterministic: Cache turns even at a sampling temperature (a replay then
             repeats one sample instead of drawing a new one).
+        output_retries: Times a final answer that does not parse into the output type is
+            sent back to the model with the parse error (0: fail at once).
 
     Raises:
         ConfigurationError: no model, no API key for OpenAI itself, or a bad limit.
@@ -130,6 +133,7 @@ class OpenAIAdapter:
         rng: random.Random | None = None,
         cache: ResponseCache | None = None,
         cache_nondeterministic: bool = False,
+        output_retries: int = 1,
     ) -> None:
         model = model or os.environ.get("OPENAI_MODEL")
         if not model:
@@ -137,7 +141,10 @@ class OpenAIAdapter:
                 "OpenAIAdapter needs a model: pass model='...' or set OPENAI_MODEL",
             )
         _check_limits(max_turns=max_turns, max_retries=max_retries, timeout=timeout)
+        if output_retries < 0:
+            raise ConfigurationError(f"output_retries must be 0 or more, got {output_retries}")
         self.model = model
+        self.output_retries = output_retries
         self.max_turns = max_turns
         self.max_retries = max_retries
         self.timeout = timeout
@@ -155,6 +162,30 @@ class OpenAIAdapter:
     def base_url(self) -> str:
         """The API root requests go to."""
         return str(self._client.base_url)
+
+    def describe(self) -> AdapterInfo:
+        """What this adapter talks to; see `DescribedAdapter`.
+
+        The base URL has its credentials stripped; the parameters are those that change
+        what the model does.
+
+        Example:
+            >>> OpenAIAdapter("m", base_url="http://u:pw@localhost:8000/v1").describe().base_url
+            'http://localhost:8000/v1/'
+        """
+        return AdapterInfo(
+            provider="openai",
+            model=self.model,
+            base_url=strip_credentials(self.base_url),
+            parameters={
+                "temperature": self.temperature,
+                "extra_body": dict(self.extra_body or {}),
+                "max_turns": self.max_turns,
+                "output_retries": self.output_retries,
+            },
+            adapter=f"{type(self).__module__}.{type(self).__qualname__}",
+            version=openai.__version__,
+        )
 
     def __repr__(self) -> str:
         # Never the key: reprs end up in logs and reports.
@@ -226,6 +257,7 @@ class OpenAIAdapter:
             budget=budget,
             heartbeat=heartbeat,
             max_turns=self.max_turns,
+            output_retries=self.output_retries,
             clock=self.clock,
         )
 

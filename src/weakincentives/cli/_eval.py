@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
 import typer
 
@@ -24,6 +23,7 @@ from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
+    DEFAULT_VALUE_LIMIT,
     Dataset,
     EvalReport,
     Experiment,
@@ -34,6 +34,8 @@ from weakincentives.evals import (
 from weakincentives.runtime import AgentLoop
 
 from ._experiments import parse_experiments
+from ._hints import Hints
+from ._provenance import provenance_lines, run_provenance
 from ._targets import (
     BUILTIN_EVALUATORS,
     combine_evaluators,
@@ -54,11 +56,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
-
-_QUERY_EXAMPLE = (
-    "SELECT experiment, round(avg(passed), 3) AS pass_rate, count(*) AS n "
-    "FROM results GROUP BY experiment"
-)
 
 
 def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
@@ -205,6 +202,23 @@ def _run(
     run_timeout: Annotated[
         float | None, typer.Option(help="With --redis: seconds to wait for every result.")
     ] = None,
+    bundles: Annotated[
+        str | None,
+        typer.Option(
+            help="Write a debug bundle per sample into RUN/bundles/: 'all', or 'failed' for "
+            "the samples that did not pass."
+        ),
+    ] = None,
+    record_inputs: Annotated[
+        bool,
+        typer.Option(
+            "--record-inputs/--no-record-inputs",
+            help="Keep each sample's input and expected value on its result.",
+        ),
+    ] = True,
+    value_limit: Annotated[
+        int, typer.Option(min=1, help="Characters of input and expected kept per result.")
+    ] = DEFAULT_VALUE_LIMIT,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
     from rich.console import Console
@@ -213,6 +227,8 @@ def _run(
 
     if run_id is not None and resume is not None:
         _fail("--run-id names a new run and --resume an existing one; give one of them")
+    if bundles not in (None, "all", "failed"):
+        _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     try:
         plan = build_plan(
             target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
@@ -221,7 +237,7 @@ def _run(
     except (WinkError, ValueError) as exc:
         _fail(exc)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
-    hints = _Hints(
+    hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
         epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
     )  # fmt: skip
@@ -242,7 +258,9 @@ def _run(
             timeout=timeout, store=RunStore(runs_dir),
             run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
             cache=_cache_path(plan.target, runs_dir, no_cache),
-            progress=None if as_json else progress_for(err),
+            progress=None if as_json else progress_for(err), dataset_path=dataset,
+            bundles=cast("Literal['all', 'failed'] | None", bundles),
+            record_inputs=record_inputs, value_limit=value_limit,
         )  # fmt: skip
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] run {Path(the_id).name} is saved as interrupted.")
@@ -269,11 +287,15 @@ def _run_on_redis(
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
     from weakincentives.contrib.distributed import run_distributed
-    from weakincentives.evals import Fingerprint
+    from weakincentives.evals import Fingerprint, RunProvenance
 
+    provenance = RunProvenance.collect(
+        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256
+    )
     fingerprint = Fingerprint.build(
         dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
         evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
+        models=provenance.models(),
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:
@@ -290,52 +312,7 @@ def _run_on_redis(
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Hints:
-    """What the next commands need to name the same run."""
-
-    target: str
-    dataset: Path | None
-    evaluators: Sequence[str]
-    experiments: Sequence[str]
-    epochs: int
-    runs_dir: Path
-    input_type: str | None
-    expected_type: str | None
-
-    def resume_command(self, run_id: str) -> str:
-        args = ["wink", "eval", "run", self.target]
-        if self.dataset is not None:
-            args += ["--dataset", str(self.dataset)]
-        for flag, values in (("--evaluator", self.evaluators), ("--experiment", self.experiments)):
-            for value in values:
-                args += [flag, value]
-        for flag, option in (
-            ("--input-type", self.input_type),
-            ("--expected-type", self.expected_type),
-        ):
-            if option:
-                args += [flag, option]
-        if self.epochs != 1:
-            args += ["--epochs", str(self.epochs)]
-        if self.runs_dir != Path("runs"):
-            args += ["--runs-dir", str(self.runs_dir)]
-        return shlex.join([*args, "--resume", run_id])
-
-    def text(self, run_id: str) -> str:
-        run_dir = shlex.quote(str(self.runs_dir / run_id))
-        return "\n".join(
-            [
-                f"Run directory: {self.runs_dir / run_id}",
-                f"  report:  wink eval report {run_dir}",
-                f"  query:   wink query {run_dir} {shlex.quote(_QUERY_EXAMPLE)}",
-                f"  view:    wink debug {run_dir}",
-                f"  resume:  {self.resume_command(run_id)}",
-            ]
-        )
-
-
-def _print_run(report: EvalReport, plan: RunPlan, hints: _Hints, *, as_json: bool) -> None:
+def _print_run(report: EvalReport, plan: RunPlan, hints: Hints, *, as_json: bool) -> None:
     run_id = report.run_id or ""
     baseline = plan.experiments[0].name if len(plan.experiments) > 1 else None
     if as_json:
@@ -427,6 +404,7 @@ def _report(
     from rich.console import Console
 
     loaded = _load(run, runs_dir)
+    provenance = run_provenance(run, runs_dir)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)
     try:
@@ -435,12 +413,14 @@ def _report(
 
             write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
         if as_json:
-            data = loaded.to_dict(baseline=baseline)
+            data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
             if slice_key is not None:
                 data["slices"] = _slices_json(loaded, slice_key)
             typer.echo(json.dumps(data, indent=2))
         else:
             console = Console()
+            for line in provenance_lines(provenance) if provenance else ():
+                console.print(line, highlight=False, markup=False)
             loaded.render(console, baseline=baseline)
             if slice_key is not None:
                 console.print(_slice_table(loaded, slice_key))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from weakincentives.errors import QueryError
+from weakincentives.redaction import default_redactor
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -122,13 +124,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
+    # Redacted again on the way out: a run written before redaction (or a bundle made by
+    # other code) may hold a secret.
+    clean = default_redactor().text
     if fmt is QueryFormat.JSON:
-        rows = [{k: _jsonable(v) for k, v in row.items()} for row in result.to_dicts()]
+        rows = [{k: _jsonable(v, clean) for k, v in row.items()} for row in result.to_dicts()]
         sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     elif fmt is QueryFormat.CSV:
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(result.columns)
-        writer.writerows([_csv_cell(v) for v in row] for row in result.rows)
+        writer.writerows([_csv_cell(v, clean) for v in row] for row in result.rows)
     else:
         from rich import box
         from rich.table import Table
@@ -137,7 +142,7 @@ def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
         for name in result.columns:
             table.add_column(name, no_wrap=True, overflow="ellipsis")
         for row in result.rows:
-            table.add_row(*(_table_cell(v) for v in row))
+            table.add_row(*(_table_cell(v, clean) for v in row))
         _console().print(table)
 
 
@@ -163,26 +168,30 @@ def _print_count(err: Console, result: QueryResult, shown: int | None, *, explic
     err.print(Text(line, style="dim"))
 
 
-def _table_cell(value: Any) -> Text:
+def _table_cell(value: Any, clean: Callable[[str], str]) -> Text:
     from rich.text import Text
 
     if value is None:
         return Text("NULL", style="dim")
     if isinstance(value, bytes):
         return Text(f"<{len(value)} bytes>", style="dim")
-    text = str(value).replace("\r", "").replace("\n", "⏎")
+    text = clean(str(value)).replace("\r", "").replace("\n", "⏎")
     if len(text) > MAX_CELL:
         text = text[: MAX_CELL - 1] + "…"
     return Text(text)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: Any, clean: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return clean(value)
     return value.hex() if isinstance(value, bytes) else value
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any, clean: Callable[[str], str]) -> Any:
     if value is None:
         return ""
+    if isinstance(value, str):
+        return clean(value)
     return value.hex() if isinstance(value, bytes) else value
 
 

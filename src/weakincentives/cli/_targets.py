@@ -43,6 +43,7 @@ from weakincentives.evals import (
     latency_under,
     max_model_requests,
     numeric_close,
+    on_field,
     regex_match,
     regex_search,
     token_usage_under,
@@ -306,6 +307,9 @@ _FACTORIES: dict[str, tuple[str, Callable[[str | None], Callable[..., Any]]]] = 
     "regex_search": ("[=PATTERN]", lambda a: regex_search(a)),
 }
 
+_ON_FIELD = frozenset({"exact_match", "contains", "contains_ci", "json_equal", "numeric_close"})
+"""Built-ins that `NAME[=ARG]:FIELD` points at one field of a structured output."""
+
 BUILTIN_EVALUATORS: tuple[str, ...] = tuple(
     sorted([*_PLAIN, *(f"{name}{syntax}" for name, (syntax, _) in _FACTORIES.items())])
 )
@@ -325,12 +329,16 @@ def _need(argument: str | None) -> str:
 def resolve_evaluator(spec: str) -> Callable[..., Any]:
     """Resolve one `--evaluator` value.
 
-    It is a built-in name (see `BUILTIN_EVALUATORS`), or a `module:object` reference to an
-    evaluator or to a zero-argument evaluator factory.
+    It is a built-in name (see `BUILTIN_EVALUATORS`), optionally pointed at a field of a
+    structured output (`numeric_close:answer`, `exact_match:answer`), or a `module:object`
+    reference to an evaluator or to a zero-argument evaluator factory.
 
     Raises:
         ConfigurationError: unknown name, bad argument, or a reference that is not callable.
     """
+    head, colon, field = spec.rpartition(":")
+    if colon and head.partition("=")[0] in _ON_FIELD and field.isidentifier():
+        return on_field(resolve_evaluator(head), field)
     name, eq, argument = spec.partition("=")
     if name in _PLAIN and not eq:
         return _PLAIN[name]

@@ -18,6 +18,7 @@ import typer
 
 from weakincentives.cli._targets import load_object
 from weakincentives.errors import ConfigurationError
+from weakincentives.redaction import redact_logs
 
 __all__ = ["register", "worker"]
 
@@ -81,6 +82,7 @@ def worker(
         Console(stderr=True).print(f"[red]error:[/] unknown --log-level {log_level!r}")
         raise typer.Exit(2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    redact_logs()
     try:
         options = WorkerOptions(
             requests=requests, namespace=namespace, concurrency=concurrency, dlq=dlq,

@@ -80,6 +80,8 @@ FIELDS: Mapping[str, str] = {
     "error": "j ->> '$.error'",
     "metadata": "j -> '$.metadata'",
     "output": "nullif(j -> '$.output', 'null')",
+    "input": "nullif(j -> '$.input', 'null')",
+    "expected": "nullif(j -> '$.expected', 'null')",
     "bundle_path": "j ->> '$.bundle_path'",
     "delivery_count": "coalesce(j ->> '$.delivery_count', 1)",
     "tool_calls": "coalesce(json_array_length(j, '$.tool_calls'), 0)",

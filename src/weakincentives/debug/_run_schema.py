@@ -7,11 +7,21 @@ the tables. Every table starts with the key columns of a result (`KEY`).
 from __future__ import annotations
 
 import contextlib
+import json
+import shlex
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["KEY", "RUN_TABLES", "TableSpec", "create_run_schema", "indexes_built_after"]
+__all__ = [
+    "KEY",
+    "RUN_TABLES",
+    "TableSpec",
+    "create_run_schema",
+    "indexes_built_after",
+    "provenance_columns",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,46 @@ _KEY_COLUMNS = (
 KEY = ("run_id", "sample_id", "experiment", "epoch")
 """The columns that name one result of a run."""
 
+_PROVENANCE_COLUMNS = (
+    ("provenance", "JSON", "What produced the run (run.json's provenance), whole."),
+    ("agent_provider", "TEXT", "Provider of the target's adapter: openai, function, ..."),
+    ("agent_model", "TEXT", "Model of the target's adapter."),
+    ("agent_base_url", "TEXT", "Server of the target's adapter (credentials stripped)."),
+    ("agent_parameters", "JSON", "Sampling parameters: json_extract(.., '$.temperature')."),
+    ("judge_model", "TEXT", "Model of the first LLM judge, if any."),
+    ("package_version", "TEXT", "weakincentives version that created the run."),
+    ("python_version", "TEXT", "Python version that created the run."),
+    ("git_commit", "TEXT", "git HEAD of the working directory, if a checkout."),
+    ("git_dirty", "INTEGER", "1 when tracked files had uncommitted changes."),
+    ("host", "TEXT", "Host that created the run."),
+    ("command", "TEXT", "Command line (secrets redacted)."),
+    ("dataset_path", "TEXT", "Dataset file, when the run came from one."),
+)
+
+
+def provenance_columns(provenance: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The `runs` provenance columns' values, from a manifest's `provenance`."""
+    agent = provenance.get("agent") or {}
+    judges = provenance.get("judges") or ()
+    dirty = provenance.get("git_dirty")
+    command = provenance.get("command")
+    return (
+        json.dumps(dict(provenance), ensure_ascii=False) if provenance else None,
+        agent.get("provider"),
+        agent.get("model"),
+        agent.get("base_url"),
+        json.dumps(agent["parameters"], ensure_ascii=False) if "parameters" in agent else None,
+        judges[0].get("model") if judges else None,
+        provenance.get("package_version"),
+        provenance.get("python_version"),
+        provenance.get("git_commit"),
+        None if dirty is None else int(dirty),
+        provenance.get("host"),
+        shlex.join(command) if command else None,
+        (provenance.get("dataset") or {}).get("path"),
+    )
+
+
 RUN_TABLES: tuple[TableSpec, ...] = (
     TableSpec("runs", "one row per run", (
         _KEY_COLUMNS[0],
@@ -59,6 +109,7 @@ RUN_TABLES: tuple[TableSpec, ...] = (
         ("errors", "INTEGER", "Results that ended in an error (cancelled included)."),
         ("fingerprint", "JSON", "What must match to resume: dataset hash, experiments, ..."),
         ("config", "JSON", "Run settings: concurrency, timeouts, ..."),
+        *_PROVENANCE_COLUMNS,
     )),
     TableSpec("results", "one row per sample x experiment x epoch (the last line wins)", (
         *_KEY_COLUMNS,
@@ -76,6 +127,8 @@ RUN_TABLES: tuple[TableSpec, ...] = (
         ("error", "TEXT", "Error message (NULL when scored)."),
         ("metadata", "JSON", "The sample's metadata: json_extract(metadata, '$.topic')."),
         ("output", "JSON", "The agent's output (NULL when none)."),
+        ("input", "JSON", "The sample's input as recorded (truncated past the run's limit)."),
+        ("expected", "JSON", "The sample's expected value as recorded (truncated likewise)."),
         ("metrics", "JSON", "Metric name -> value: json_extract(metrics, '$.correct')."),
         ("bundle_path", "TEXT", "Debug bundle of the sample, if one was written."),
         ("delivery_count", "INTEGER", "Deliveries of the request before this result (1 = first)."),

@@ -49,6 +49,7 @@ from weakincentives.debug._run_schema import (
     TableSpec,
     create_run_schema,
     indexes_built_after,
+    provenance_columns,
 )
 from weakincentives.errors import BundleError, RunStoreError
 from weakincentives.evals import MANIFEST_FILE, RESULTS_FILE, RunStore
@@ -71,7 +72,7 @@ _MAX_LISTED = 3
 _RESULT_FIELDS = (
     "sample_id", "experiment", "epoch", "request_id", "passed", "score", "reason",
     "latency_ms", "input_tokens", "output_tokens", "cached_tokens", "error_kind", "error",
-    "metadata", "output", "bundle_path", "delivery_count",
+    "metadata", "output", "input", "expected", "bundle_path", "delivery_count",
 )  # fmt: skip
 _IS_RESULT = "typeof(sample_id) = 'text' AND typeof(experiment) = 'text'"
 
@@ -94,7 +95,8 @@ INSERT INTO results
 SELECT :run_id, sample_id, experiment, epoch, request_id,
     error IS NULL AND passed, score, reason, {reward},
     latency_ms, input_tokens, output_tokens, cached_tokens, input_tokens + output_tokens,
-    error_kind, error, metadata, output, {metrics}, bundle_path, delivery_count, line
+    error_kind, error, metadata, output, input, expected, {metrics}, bundle_path,
+    delivery_count, line
 FROM ({fields_select(fields)})
 WHERE {_IS_RESULT}
 """
@@ -331,7 +333,8 @@ class RunTables:
         }
         rows = [self._run_row(s, counts.get(s.run_id, (0, 0, 0))) for s in self._sources]
         self._conn.execute("DELETE FROM runs")
-        self._conn.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * 12)})", rows)
+        width = len(RUN_TABLES[0].columns)
+        self._conn.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * width)})", rows)
 
     def _run_row(self, source: RunSource, counts: tuple[int, float, float]) -> tuple[Any, ...]:
         results, passed, errors = counts[0], int(counts[1]), int(counts[2])
@@ -343,12 +346,14 @@ class RunTables:
         except RunStoreError as exc:
             if (source.path / MANIFEST_FILE).exists():
                 self.warnings.append(f"runs: {exc}")
-            return (source.run_id, str(source.path), None, None, None, None, *tally, None, None)
+            blank = (None,) * (len(RUN_TABLES[0].columns) - 10)
+            return (source.run_id, str(source.path), None, None, None, None, *tally, *blank)
         return (
             source.run_id, str(source.path), status, manifest.created_at.isoformat(),
             manifest.updated_at.isoformat(), manifest.counts.expected, *tally,
             json.dumps(serde.dump(manifest.fingerprint), ensure_ascii=False),
             json.dumps(dict(manifest.config), ensure_ascii=False),
+            *provenance_columns(manifest.provenance),
         )  # fmt: skip
 
     def _fill_logs(self) -> None:

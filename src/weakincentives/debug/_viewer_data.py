@@ -233,7 +233,7 @@ class ViewerData:
         return {
             "row": row_view(row),
             "result": json_safe(serde.dump(result)),
-            "sample": sample_io(bundle),
+            "sample": sample_io(bundle, result),
             "bundle": view,
             "bundle_error": problem,
             "siblings": [row_view(r) for r in self._index.siblings(run_id, row.sample_id)],

@@ -19,7 +19,7 @@ from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._tables import bundle_tables
 from weakincentives.errors import BundleError, ViewerError
-from weakincentives.evals import OutcomeComparison, stats
+from weakincentives.evals import EvalResult, OutcomeComparison, stats
 
 from ._viewer_types import STATUSES, ResultFilter, ResultRow, Status
 
@@ -155,8 +155,10 @@ def row_view(row: ResultRow) -> dict[str, Any]:
     return _safe(serde.dump(row))
 
 
-def sample_io(bundle: DebugBundle | None) -> dict[str, Any]:
-    """The sample's input and expected answer, from the bundle's request when recorded."""
+def sample_io(bundle: DebugBundle | None, result: EvalResult | None = None) -> dict[str, Any]:
+    """The sample's input and expected answer: the result's, else the bundle request's."""
+    if result is not None and (result.input is not None or result.expected is not None):
+        return {"recorded": True, "input": result.input, "expected": result.expected}
     request = bundle.request if bundle is not None else None
     sample = request.get("sample") if isinstance(request, Mapping) else None
     if not isinstance(sample, Mapping):

@@ -39,14 +39,17 @@ from weakincentives.experiment import BASELINE, CONTROL, Experiment
 
 from . import stats
 from ._records import (
+    DEFAULT_VALUE_LIMIT,
     ERROR_KINDS,
     ErrorKind,
     EvalRequest,
     EvalResult,
     Metric,
+    RecordInputs,
     Sample,
     Score,
     ToolCallRecord,
+    recorded_value,
 )
 from .dataset import (
     Dataset,
@@ -138,6 +141,7 @@ from .scoring import (
     max_model_requests,
     not_,
     numeric_close,
+    on_field,
     pairwise_judge,
     regex_match,
     regex_search,
@@ -161,6 +165,7 @@ from .store import (
     RunCounts,
     RunHandle,
     RunManifest,
+    RunProvenance,
     RunStatus,
     RunStore,
     diff_fingerprints,
@@ -172,6 +177,7 @@ from .store import (
 __all__ = [
     "BASELINE",
     "CONTROL",
+    "DEFAULT_VALUE_LIMIT",
     "ERROR_KINDS",
     "JUDGE_TEMPLATE",
     "MANIFEST_FILE",
@@ -217,9 +223,11 @@ __all__ = [
     "PairwiseVerdict",
     "PairwiseWinner",
     "ProgressSink",
+    "RecordInputs",
     "RunCounts",
     "RunHandle",
     "RunManifest",
+    "RunProvenance",
     "RunStatus",
     "RunStore",
     "Sample",
@@ -267,7 +275,9 @@ __all__ = [
     "new_run_id",
     "not_",
     "numeric_close",
+    "on_field",
     "pairwise_judge",
+    "recorded_value",
     "regex_match",
     "regex_search",
     "render_report",

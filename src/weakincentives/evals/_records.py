@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import uuid
@@ -11,32 +12,40 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 
+from weakincentives import serde
 from weakincentives.errors import InvalidScoreError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 
 __all__ = [
+    "ADAPTERS_ATTR",
+    "DEFAULT_VALUE_LIMIT",
     "ERROR_KINDS",
     "ErrorKind",
     "EvalRequest",
     "EvalResult",
     "Metric",
+    "RecordInputs",
     "Sample",
     "Score",
     "ToolCallRecord",
     "build_request",
     "build_result",
+    "recorded_value",
 ]
 
 InputT = TypeVar("InputT")
 ExpectedT = TypeVar("ExpectedT")
 
 ErrorKind = Literal[
-    "agent", "no_output", "evaluator", "judge", "timeout", "budget", "environment", "cancelled"
-]
+    "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
+    "environment", "cancelled",
+]  # fmt: skip
 """Why a sample has no trustworthy score:
 
 - `agent`: the agent (or target function) raised;
+- `output_parsing`: the model's final answer did not parse into the output type (after
+  the adapter's retries);
 - `no_output`: the agent finished without an output to score;
 - `evaluator`: the evaluator raised;
 - `judge`: an LLM judge failed or returned something unparseable (unscored, not 0);
@@ -47,7 +56,8 @@ ErrorKind = Literal[
 """
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
-    "agent", "no_output", "evaluator", "judge", "timeout", "budget", "environment", "cancelled",
+    "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
+    "environment", "cancelled",
 )  # fmt: skip
 """Every `ErrorKind`, in the order reports list them."""
 
@@ -353,6 +363,11 @@ class EvalResult:
     """How many times the request was delivered before this result (1 = first try)."""
     environment: Mapping[str, Any] | None = None
     """Serialized environment state at the end of the sample, if any."""
+    input: Any = None
+    """The sample's input as the agent saw it (JSON form, truncated past
+    `RecordInputs.limit` characters; None when `record_inputs=False`)."""
+    expected: Any = None
+    """The sample's expected value (JSON form, truncated like `input`)."""
 
     @property
     def passed(self) -> bool:
@@ -398,6 +413,8 @@ def build_result(
     tool_calls: tuple[ToolCallRecord, ...] = (),
     delivery_count: int = 1,
     environment: Mapping[str, Any] | None = None,
+    input: Any = None,
+    expected: Any = None,
 ) -> EvalResult:
     """`EvalResult(...)` for the per-sample path: the same value in half the time.
 
@@ -411,7 +428,7 @@ def build_result(
         set_sample_id, set_experiment_name, set_score, set_latency_ms, set_error,
         set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
         set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
-        set_environment,
+        set_environment, set_input, set_expected,
     ) = _RESULT_SLOTS  # fmt: skip
     result = object.__new__(EvalResult)
     set_sample_id(result, sample_id)
@@ -431,4 +448,60 @@ def build_result(
     set_tool_calls(result, tool_calls)
     set_delivery_count(result, delivery_count)
     set_environment(result, environment)
+    set_input(result, input)
+    set_expected(result, expected)
     return result
+
+
+ADAPTERS_ATTR = "__wink_adapters__"
+"""Attribute of an evaluator holding the adapters it calls (LLM judges, and combinators
+of them), so a run can record which models scored it."""
+
+
+DEFAULT_VALUE_LIMIT = 2000
+"""Characters of a sample's input or expected value kept on each result (JSON form)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordInputs:
+    """Whether and how results keep their sample's input and expected value.
+
+    Example:
+        >>> RecordInputs(limit=5).value("abcdefgh")
+        'abcde…[truncated: 8 chars]'
+    """
+
+    enabled: bool = True
+    """False: results carry no input nor expected (for sensitive data)."""
+    limit: int = DEFAULT_VALUE_LIMIT
+    """Characters kept; a longer value (its JSON text, for structured values) is cut and
+    ends with `…[truncated: N chars]`, N being its full length."""
+
+    def value(self, value: Any) -> Any:
+        """`value` as recorded (see `recorded_value`); None when disabled."""
+        return recorded_value(value, self.limit) if self.enabled else None
+
+
+def recorded_value(value: Any, limit: int = DEFAULT_VALUE_LIMIT) -> Any:
+    """The JSON form of `value`, or its JSON text cut at `limit` characters with a marker.
+
+    Strings, numbers, booleans and None are kept as they are when short enough; other
+    values become their JSON form (`serde.dump`; their `repr` when they cannot be).
+    """
+    if value is None or type(value) in (bool, int, float):
+        return value
+    if type(value) is str:
+        text = value
+        data: Any = value
+    else:
+        try:
+            data = serde.dump(value)
+        except Exception:  # a value we cannot serialize is still worth showing
+            data = repr(value)
+        if isinstance(data, str):
+            text = data
+        else:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if len(text) <= limit:
+        return data
+    return f"{text[:limit]}…[truncated: {len(text)} chars]"

@@ -94,6 +94,16 @@ class LocalPromptOverridesStore:
         validate_identifier("tag", tag)
         return self.root / ns / key / f"{tag}.json"
 
+    def tags(self) -> frozenset[str]:
+        """Every tag some prompt has overrides under (the names of the `<tag>.json` files).
+
+        Runners check an experiment's `overrides_tag` against it before any sample runs,
+        so a misspelled tag is an error instead of a silent baseline.
+        """
+        if not self.root.is_dir():
+            return frozenset()
+        return frozenset(path.stem for path in self.root.rglob("*.json"))
+
     def resolve(self, ns: str, key: str, tag: str) -> Mapping[str, SectionOverride]:
         """Read the overrides file for `ns/key/tag`.
 

@@ -80,7 +80,7 @@ function ioPanel(sample, r) {
   if (sample.recorded) {
     parts.push(h("h3", {}, "Input"), pre(sample.input), h("h3", {}, "Expected"), pre(sample.expected));
   } else {
-    parts.push(h("p", { class: "muted" }, "Input and expected answer were not recorded (they come from the debug bundle)."));
+    parts.push(h("p", { class: "muted" }, "Input and expected answer were not recorded (the run was made with record_inputs off, or before results kept them)."));
   }
   if (r) parts.push(h("h3", {}, "Output"), pre(r.output, "output"));
   return section("Input, expected, output", ...parts);

@@ -7,7 +7,6 @@ request id, so `collect_results` counts each request once: the *report* is exact
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +29,15 @@ from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.worker import MailboxWorker
 
-from .._records import EvalRequest, EvalResult, Score
+from .._records import DEFAULT_VALUE_LIMIT, EvalRequest, EvalResult, RecordInputs, Score
 from ..runner import (
     AsyncFunctionExecutor,
     SampleOutcome,
     execute_function,
     execute_sample,
     prepare_scorer,
+    record_outcome,
+    with_bundle,
 )
 
 __all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
@@ -60,6 +61,10 @@ class EvalLoopConfig:
     """Token budget per sample (recorded as an error of kind `budget`)."""
     record_transcript: bool = True
     """Keep messages and tool calls on each result (for `wink query` and the viewer)."""
+    record_inputs: bool = True
+    """Keep each sample's input and expected value on its result (off for sensitive data)."""
+    value_limit: int = DEFAULT_VALUE_LIMIT
+    """Characters of input and expected kept per result (see `RecordInputs`)."""
     transient_errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS
     """Agent exceptions retried (while the retry and dead-letter policies allow) before
     the error result is sent."""
@@ -67,6 +72,11 @@ class EvalLoopConfig:
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {self.timeout!r}")
+
+    @property
+    def inputs(self) -> RecordInputs:
+        """`record_inputs` and `value_limit` as a `RecordInputs`."""
+        return RecordInputs(enabled=self.record_inputs, limit=self.value_limit)
 
     def bundle_config(self) -> DebugBundleConfig | None:
         """The effective debug bundle configuration, if bundles are on."""
@@ -200,7 +210,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             return await execute(
                 request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
-                clock=self._eval_clock,
+                clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         # The bundle is written when the block ends, on the loop's thread: a few ms per
         # sample, which bundles (a debugging aid) may cost.
@@ -210,9 +220,10 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
+                inputs=config.inputs,
             )  # fmt: skip
-            _record_outcome(rec, outcome)
-        return _with_bundle(outcome, rec)
+            record_outcome(rec, outcome)
+        return with_bundle(outcome, rec)
 
     def evaluate(
         self,
@@ -230,13 +241,13 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             return execute_function(
                 self.loop, self._scorer, request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
-                clock=self._eval_clock,
+                clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         if bundles is None:  # no recorder to set up per sample
             return execute_sample(
                 self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
                 heartbeat=heartbeat, record_transcript=config.record_transcript,
-                delivery_count=delivery_count, clock=self._eval_clock,
+                delivery_count=delivery_count, clock=self._eval_clock, inputs=config.inputs,
             )  # fmt: skip
         with self._recorder(bundles, request) as rec:
             rec.set_request(request)
@@ -245,10 +256,10 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 budget=config.budget, heartbeat=heartbeat,
                 record_transcript=config.record_transcript,
                 delivery_count=delivery_count, clock=self._eval_clock,
-                on_prepared=rec.set_session_before if rec.enabled else None,
+                on_prepared=rec.set_session_before if rec.enabled else None, inputs=config.inputs,
             )  # fmt: skip
-            _record_outcome(rec, outcome)
-        return _with_bundle(outcome, rec)
+            record_outcome(rec, outcome)
+        return with_bundle(outcome, rec)
 
     def _recorder(self, bundles: DebugBundleConfig, request: EvalRequest[Any, Any]) -> BundleWriter:
         return bundle_recorder(
@@ -281,37 +292,3 @@ def _request_of(message: Message[EvalRequest[Any, Any], EvalResult]) -> EvalRequ
             "send EvalRequest(sample=..., experiment=...) bodies",
         )
     return request
-
-
-def _with_bundle(outcome: SampleOutcome, rec: BundleWriter) -> SampleOutcome:
-    if rec.path is None:
-        return outcome
-    result = dataclasses.replace(outcome.result, bundle_path=rec.path)
-    return dataclasses.replace(outcome, result=result)
-
-
-def _record_outcome(rec: BundleWriter, outcome: SampleOutcome) -> None:
-    if not rec.enabled:
-        return
-    result = outcome.result
-    if outcome.response is not None:
-        rec.set_response(outcome.response)
-    if outcome.session is not None:
-        rec.set_session_after(outcome.session)
-    rec.set_eval(
-        {
-            "sample_id": result.sample_id,
-            "experiment_name": result.experiment_name,
-            "epoch": result.epoch,
-            "request_id": result.request_id,
-            "score": result.score,
-            "passed": result.passed,
-            "latency_ms": result.latency_ms,
-            "error": result.error,
-            "error_kind": result.error_kind,
-            "usage": result.usage,
-            "delivery_count": result.delivery_count,
-        }
-    )
-    if result.error is not None:
-        rec.set_error(result.error_kind or "agent", outcome.exception or result.error)

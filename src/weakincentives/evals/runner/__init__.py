@@ -4,13 +4,20 @@ Holds `evaluate()` / `run_eval()` and their options (`_evaluate.py`), the schedu
 pulls samples, bounds concurrency, enforces timeouts and appends results to the run store
 (`_scheduler.py`), how a target (an `AgentLoop`, a function, a suite) is adapted
 (`_target.py`), how one sample is executed and scored (`_sample.py`, and
-`_async_executor.py` for async functions), per-sample environments (`_environment.py`)
-and progress sinks (`_progress.py`). It may import the shared records, `dataset`,
-`scoring`, `store` and `report`; not `loop`.
+`_async_executor.py` for async functions), its debug bundle (`_bundles.py`), per-sample
+environments (`_environment.py`) and progress sinks (`_progress.py`). It may import the
+shared records, `dataset`, `scoring`, `store` and `report`; not `loop`.
 """
 
 from ._async_executor import (
     AsyncFunctionExecutor,
+)
+from ._bundles import (
+    BundleOptions,
+    BundleScope,
+    record_bundle,
+    record_outcome,
+    with_bundle,
 )
 from ._environment import (
     Environment,
@@ -44,6 +51,8 @@ from ._target import (
 
 __all__ = [
     "AsyncFunctionExecutor",
+    "BundleOptions",
+    "BundleScope",
     "CallbackProgress",
     "DatasetSource",
     "Environment",
@@ -60,7 +69,10 @@ __all__ = [
     "execute_function",
     "execute_sample",
     "prepare_scorer",
+    "record_bundle",
+    "record_outcome",
     "restore_environment",
     "run_eval",
     "serialize_environment",
+    "with_bundle",
 ]

@@ -22,7 +22,7 @@ from weakincentives.errors import DeadlineExceededError
 from weakincentives.runtime.agent_loop import FunctionLoop
 from weakincentives.runtime.limits import Deadline
 
-from .._records import EvalRequest, Score
+from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import is_inline_evaluator, is_session_aware, is_trajectory_scorer
 from ._sample import SampleOutcome, score_finished, score_output
 
@@ -75,6 +75,7 @@ class AsyncFunctionExecutor:
         delivery_count: int = 1,
         clock: Clock = SYSTEM_CLOCK,
         on_prepared: Callable[[Session], None] | None = None,
+        inputs: RecordInputs | None = None,
     ) -> SampleOutcome:
         """Run and score `request.sample` (never raises: failures are results)."""
         loop, evaluator = self.loop, self.evaluator
@@ -83,6 +84,13 @@ class AsyncFunctionExecutor:
         start = clock.monotonic()
         run: tuple[PromptResponse[Any], Session] | Exception
         output: Any = None
+        prepared: list[Session] = []  # the run's session, kept for a failure's evidence
+
+        def keep(session: Session) -> None:
+            prepared.append(session)
+            if on_prepared is not None:
+                on_prepared(session)
+
         try:
             if plain and timeout is None:  # the common case, without a wrapping coroutine
                 output = await loop.fn(request.sample.input)
@@ -91,7 +99,10 @@ class AsyncFunctionExecutor:
             else:
                 run = await _cancel_after(
                     loop.aexecute(
-                        request.sample.input, experiment=request.experiment, on_prepared=on_prepared
+                        request.sample.input,
+                        experiment=request.experiment,
+                        deadline=deadline,
+                        on_prepared=keep,
                     ),
                     timeout,
                     loop.name,
@@ -106,16 +117,19 @@ class AsyncFunctionExecutor:
             return score_output(
                 output, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
+                inputs=inputs,
             )  # fmt: skip
         if plain:
             score: Callable[[], SampleOutcome] = functools.partial(
                 score_output, output, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
+                inputs=inputs,
             )  # fmt: skip
         else:
             score = functools.partial(
                 score_finished, run, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
+                inputs=inputs, failed_session=prepared[0] if prepared else None,
             )  # fmt: skip
         if self._inline:
             return score()

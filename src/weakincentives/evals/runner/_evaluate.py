@@ -28,8 +28,9 @@ the event loop every `PROGRESS_INTERVAL` seconds; otherwise each sample is one h
 a worker task, so a sample can be timed out and get its environment.
 
 **Store, fingerprint, resume.** With `store=`, the run is created with a `Fingerprint`
-(dataset sha256, experiments, evaluator and target names, epochs, package version, git
-commit, `fingerprint_extra`). `resume=run_id` reopens it: a changed fingerprint is refused
+(dataset sha256, experiments, evaluator and target names, the models of the target's and
+the judges' adapters, epochs, package version, git commit, `fingerprint_extra`) and its
+`RunProvenance` in the manifest. `resume=run_id` reopens it: a changed fingerprint is refused
 with `FingerprintMismatchError` listing the differences; keys already recorded are skipped
 and never executed again (errored ones are re-run with `retry_errors=True`); the report
 holds the earlier results read back from the store plus the new ones. A `Dataset` or a
@@ -61,16 +62,18 @@ from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop
+from weakincentives.runtime.bundle import DebugBundleConfig
 from weakincentives.runtime.limits import Budget
 
-from .._records import EvalResult, Score
+from .._records import DEFAULT_VALUE_LIMIT, EvalResult, RecordInputs, Score
 from ..report import EvalReport
 from ..scoring import evaluator_name
-from ..store import Fingerprint, RunStore
+from ..store import Fingerprint, RunProvenance, RunStore, git_commit, new_run_id
+from ._bundles import BundleOptions, BundleScope
 from ._environment import EnvironmentFactory
 from ._progress import ProgressSink, as_progress
 from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
-from ._target import TargetOptions, make_target, prepare_scorer
+from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]
 
@@ -99,6 +102,10 @@ async def evaluate(
     record_transcript: bool = True,
     fingerprint_extra: Mapping[str, Any] | None = None,
     dataset_sha256: str | None = None,
+    dataset_path: str | Path | None = None,
+    record_inputs: bool = True,
+    value_limit: int = DEFAULT_VALUE_LIMIT,
+    bundles: BundleScope | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -135,6 +142,14 @@ async def evaluate(
         fingerprint_extra: More values that must not change on resume (model name...).
         dataset_sha256: Content hash of a streamed dataset (`dataset_sha256(path, I, E)`),
             so the run can be resumed after an interruption.
+        dataset_path: The file the dataset came from, recorded in the run's provenance.
+        record_inputs: Keep each sample's input and expected value on its result
+            (False for sensitive data).
+        value_limit: Characters of input and expected kept per result; longer values
+            are cut and marked (see `RecordInputs`).
+        bundles: Write a debug bundle per sample into the run's `bundles/` directory:
+            `"all"`, or `"failed"` for the samples that did not pass (needs `store`;
+            sync targets and `AgentLoop`s).
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -153,24 +168,38 @@ async def evaluate(
         raise ConfigurationError(
             f"run_id={run_id!r} names a new run and resume={resume!r} an existing one; pass one"
         )
+    check_overrides_tags(target, settings.experiments)
+    bundle_options, run_id = _bundle_options(bundles, store, run_id, resume, clock)
     source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None)
     scorer = prepare_scorer(evaluator, judge_concurrency)
     response_cache, owned = _open_cache(cache, clock)
     try:
-        options = TargetOptions(scorer, timeout, budget, record_transcript, clock)
+        inputs = RecordInputs(enabled=record_inputs, limit=value_limit)
+        options = TargetOptions(
+            scorer, timeout, budget, record_transcript, clock, inputs, bundle_options
+        )
         runner = make_target(
             target, options, with_environment=environment_factory is not None, cache=response_cache
         )
         before = response_cache.stats if response_cache is not None else None
-        run = LocalRun(settings, source, runner, environment_factory, as_progress(progress), clock)
+        run = LocalRun(
+            settings, source, runner, environment_factory, as_progress(progress), clock, inputs
+        )
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
+            commit = git_commit()
+            provenance = RunProvenance.collect(
+                target=target, evaluator=evaluator, dataset_sha256=source.sha256,
+                dataset_path=None if dataset_path is None else str(dataset_path),
+                git_commit=commit,
+            )  # fmt: skip
             fingerprint = Fingerprint.build(
                 dataset_sha256=source.sha256 or UNHASHED_STREAM,
                 experiments=settings.experiments, evaluators=[evaluator], target=runner.identity,
-                epochs=epochs, extra=fingerprint_extra,
+                epochs=epochs, extra=fingerprint_extra, models=provenance.models(),
+                git_commit=commit,
             )  # fmt: skip
-            run.attach(run_store, fingerprint, resume, run_id, retry_errors)
+            run.attach(run_store, fingerprint, resume, run_id, retry_errors, provenance)
         else:
             run.run_id = run_id
         await run.execute()
@@ -202,6 +231,10 @@ class EvaluateOptions(TypedDict, total=False):
     record_transcript: bool
     fingerprint_extra: Mapping[str, Any] | None
     dataset_sha256: str | None
+    dataset_path: str | Path | None
+    record_inputs: bool
+    value_limit: int
+    bundles: BundleScope | None
     clock: Clock
 
 
@@ -255,6 +288,29 @@ def run_eval(
 
 def _is_target(value: object) -> bool:
     return isinstance(value, AgentLoop) or (callable(value) and not isinstance(value, Iterable))
+
+
+def _bundle_options(
+    scope: BundleScope | None,
+    store: RunStore | str | Path | None,
+    run_id: str | None,
+    resume: str | None,
+    clock: Clock,
+) -> tuple[BundleOptions | None, str | None]:
+    """Where the run's bundles go (its directory's `bundles/`), and the run id, now fixed."""
+    if scope is None:
+        return None, run_id
+    if scope not in ("all", "failed"):
+        raise ConfigurationError(f"bundles must be 'all', 'failed' or None, got {scope!r}")
+    if store is None:
+        raise ConfigurationError("bundles= needs store= (bundles go into the run's directory)")
+    root = store.root if isinstance(store, RunStore) else Path(store)
+    if resume is None and run_id is None:
+        run_id = new_run_id(clock.now())
+    run_dir = root / (resume or cast(str, run_id))
+    if resume is not None and Path(resume).is_dir():
+        run_dir = Path(resume)
+    return BundleOptions(DebugBundleConfig(directory=run_dir / "bundles"), scope), run_id
 
 
 def _open_cache(

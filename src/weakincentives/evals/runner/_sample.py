@@ -18,12 +18,22 @@ from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
     PromptExecuted,
+    PromptFailed,
+    PromptRendered,
     Session,
     TokenUsage,
     ToolInvoked,
 )
 
-from .._records import ErrorKind, EvalRequest, EvalResult, Score, ToolCallRecord, build_result
+from .._records import (
+    ErrorKind,
+    EvalRequest,
+    EvalResult,
+    RecordInputs,
+    Score,
+    ToolCallRecord,
+    build_result,
+)
 from ..scoring import (
     Trajectory,
     call_evaluator,
@@ -38,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_USAGE",
+    "RECORD_INPUTS",
     "SampleOutcome",
     "execute_function",
     "execute_sample",
@@ -76,6 +87,7 @@ def execute_sample(
     delivery_count: int = 1,
     on_prepared: Callable[[Session], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    inputs: RecordInputs | None = None,
 ) -> SampleOutcome:
     """Execute `request.sample` through `loop` under its experiment, then score it.
 
@@ -90,10 +102,17 @@ def execute_sample(
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
     start = clock.monotonic()
     run: tuple[PromptResponse[Any], Session] | Exception
+    prepared: list[Session] = []  # the run's session, kept for a failure's evidence
+
+    def keep(session: Session) -> None:
+        prepared.append(session)
+        if on_prepared is not None:
+            on_prepared(session)
+
     try:
         response, session = loop.execute(
             sample.input, experiment=request.experiment, deadline=deadline, budget=budget,
-            heartbeat=heartbeat, on_prepared=on_prepared,
+            heartbeat=heartbeat, on_prepared=keep,
         )  # fmt: skip
         run = (response, session)
     except Exception as exc:
@@ -101,7 +120,8 @@ def execute_sample(
     latency = (clock.monotonic() - start) * 1000.0
     return score_finished(
         run, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
-        delivery_count=delivery_count,
+        delivery_count=delivery_count, inputs=inputs,
+        failed_session=prepared[0] if prepared else None,
     )  # fmt: skip
 
 
@@ -114,6 +134,7 @@ def execute_function(
     record_transcript: bool = True,
     delivery_count: int = 1,
     clock: Clock = SYSTEM_CLOCK,
+    inputs: RecordInputs | None = None,
 ) -> SampleOutcome:
     """`execute_sample` for a `FunctionLoop`, without a session when nothing reads it.
 
@@ -133,7 +154,7 @@ def execute_function(
     ):
         return execute_sample(
             loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
-            delivery_count=delivery_count, clock=clock,
+            delivery_count=delivery_count, clock=clock, inputs=inputs,
         )  # fmt: skip
     sample = request.sample
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
@@ -145,11 +166,11 @@ def execute_function(
     except Exception as exc:
         latency = (clock.monotonic() - start) * 1000.0
         return score_finished(exc, evaluator, request, latency_ms=latency,
-                              delivery_count=delivery_count)  # fmt: skip
+                              delivery_count=delivery_count, inputs=inputs)  # fmt: skip
     latency = (clock.monotonic() - start) * 1000.0
     return score_output(
         output, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
-        delivery_count=delivery_count,
+        delivery_count=delivery_count, inputs=inputs,
     )  # fmt: skip
 
 
@@ -161,6 +182,7 @@ def score_output(
     latency_ms: float,
     record_transcript: bool = True,
     delivery_count: int = 1,
+    inputs: RecordInputs | None = None,
 ) -> SampleOutcome:
     """Score the output of a function run without a session (see `execute_function`).
 
@@ -171,7 +193,8 @@ def score_output(
         extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), ())
     else:
         extras = _NO_EXTRAS
-    return _score(evaluator, request, delivery_count, latency_ms, extras, output, None, None)
+    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS)
+    return _score(evaluator, record, extras, output, None, None)
 
 
 def score_finished(
@@ -182,28 +205,52 @@ def score_finished(
     latency_ms: float,
     record_transcript: bool = True,
     delivery_count: int = 1,
+    inputs: RecordInputs | None = None,
+    failed_session: Session | None = None,
 ) -> SampleOutcome:
     """`execute_sample` for a run that already happened: score and record it.
 
     `run` is what the agent returned (response and session) or the exception it raised;
     `latency_ms` is how long it took. The local runner awaits an `async def` task
     function on the event loop, then scores its run with this in a worker thread.
+    `failed_session` is the session of a run that raised: its `PromptFailed` and
+    `ToolInvoked` events give the error result its partial transcript, tool calls and
+    usage, and tell an output that did not parse (`output_parsing`) from other failures.
     """
+    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS)
     if isinstance(run, Exception):
-        kind = classify_error(run, "agent")
-        result = _error(request, delivery_count, latency_ms, kind, run, _NO_EXTRAS)
-        return SampleOutcome(result, None, None, run, "agent")
+        extras, stage = _failure_extras(failed_session, record_transcript)
+        kind = classify_error(run, stage)
+        result = _error(record, kind, run, extras)
+        return SampleOutcome(result, failed_session, None, run, "agent")
     response, session = run
     extras = _session_extras(session, response, record_transcript)
+    if response.output is None and _structured(session):
+        msg = "the agent's prompt asks for structured output, but the run returned none"
+        score = Score(value=0.0, passed=False, reason=msg)
+        result = _result(record, score, extras, None, msg, "no_output")
+        return SampleOutcome(result, session, response)
     output = response.output if response.output is not None else response.text
-    return _score(evaluator, request, delivery_count, latency_ms, extras, output, session, response)
+    return _score(evaluator, record, extras, output, session, response)
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """What every result of one sample is recorded with, besides its score."""
+
+    request: EvalRequest[Any, Any]
+    delivery_count: int
+    latency: float
+    inputs: RecordInputs
+
+
+RECORD_INPUTS = RecordInputs()
+"""The default: results keep input and expected, up to `DEFAULT_VALUE_LIMIT` characters."""
 
 
 def _score(
     evaluator: Callable[..., Score],
-    request: EvalRequest[Any, Any],
-    delivery_count: int,
-    latency: float,
+    record: _Record,
     extras: _Extras,
     output: Any,
     session: Session | None,
@@ -213,13 +260,13 @@ def _score(
 
     `session` and `response` are None only from `score_output`, for a plain evaluator.
     """
-    sample = request.sample
+    sample = record.request.sample
     plain = session is None  # no need to ask the evaluator's kind again
     by_trajectory = not plain and is_trajectory_scorer(evaluator)
     if output is None and not by_trajectory:
         msg = "the agent finished without an output to score"
         score = Score(value=0.0, passed=False, reason=msg)
-        result = _result(request, delivery_count, latency, score, extras, None, msg, "no_output")
+        result = _result(record, score, extras, None, msg, "no_output")
         return SampleOutcome(result, session, response)
     try:
         if by_trajectory:
@@ -234,9 +281,9 @@ def _score(
             score = call_evaluator(evaluator, aware, output, sample.expected, view)
     except Exception as exc:
         kind = classify_error(exc, "evaluator")
-        result = _error(request, delivery_count, latency, kind, exc, extras, output)
+        result = _error(record, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
-    result = _result(request, delivery_count, latency, score, extras, _jsonable(output))
+    result = _result(record, score, extras, _jsonable(output))
     return SampleOutcome(result, session, response)
 
 
@@ -250,9 +297,7 @@ _NO_EXTRAS: _Extras = (NO_USAGE, (), ())
 
 
 def _result(
-    request: EvalRequest[Any, Any],
-    delivery_count: int,
-    latency: float,
+    record: _Record,
     score: Score,
     extras: _Extras,
     output: Any,
@@ -260,21 +305,22 @@ def _result(
     error_kind: ErrorKind | None = None,
 ) -> EvalResult:
     # Built through its slots (see `build_result`): this runs per sample.
+    request = record.request
     sample = request.sample
     usage, messages, tool_calls = extras
+    inputs = record.inputs
     return build_result(
         sample_id=sample.id, experiment_name=request.experiment.name, score=score,
-        latency_ms=latency, error=error, error_kind=error_kind, epoch=request.epoch,
+        latency_ms=record.latency, error=error, error_kind=error_kind, epoch=request.epoch,
         request_id=str(request.request_id), run_id=request.run_id, usage=usage,
         metadata=dict(sample.metadata), output=output, messages=messages,
-        tool_calls=tool_calls, delivery_count=delivery_count,
+        tool_calls=tool_calls, delivery_count=record.delivery_count,
+        input=inputs.value(sample.input), expected=inputs.value(sample.expected),
     )  # fmt: skip
 
 
 def _error(
-    request: EvalRequest[Any, Any],
-    delivery_count: int,
-    latency: float,
+    record: _Record,
     kind: ErrorKind,
     exc: BaseException,
     extras: _Extras,
@@ -282,9 +328,35 @@ def _error(
 ) -> EvalResult:
     message = f"{type(exc).__name__}: {exc}"
     score = Score(value=0.0, passed=False, reason=message)
-    return _result(
-        request, delivery_count, latency, score, extras, _jsonable(output), message, kind
-    )
+    return _result(record, score, extras, _jsonable(output), message, kind)
+
+
+def _failure_extras(session: Session | None, record_transcript: bool) -> tuple[_Extras, ErrorKind]:
+    """The evidence a failed run left in its session, and the stage it failed in."""
+    if session is None:
+        return _NO_EXTRAS, "agent"
+    failures = session[PromptFailed].all()
+    usage = NO_USAGE
+    for event in session[PromptExecuted].all():
+        usage = usage + event.usage
+    messages: tuple[ChatMessage, ...] = ()
+    stage: ErrorKind = "agent"
+    if failures:
+        failed = failures[-1]
+        usage = usage + failed.usage
+        messages = failed.messages
+        if failed.stage == "output_parsing":
+            stage = "output_parsing"
+    if not record_transcript:
+        return (usage, (), ()), stage
+    invoked = session[ToolInvoked].all()
+    return (usage, messages, tuple(_tool_record(t) for t in invoked)), stage
+
+
+def _structured(session: Session) -> bool:
+    """Whether the run's (last) prompt asked for a structured output."""
+    rendered = session[PromptRendered].latest()
+    return rendered is not None and rendered.output_type is not None
 
 
 def _session_extras(

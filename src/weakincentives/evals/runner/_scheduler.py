@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from weakincentives import serde
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 from weakincentives.experiment import Experiment
@@ -28,6 +29,7 @@ from .._records import (
     ErrorKind,
     EvalRequest,
     EvalResult,
+    RecordInputs,
     Sample,
     Score,
     build_request,
@@ -35,7 +37,7 @@ from .._records import (
 )
 from ..dataset import Dataset, canonical_bytes
 from ..report import EvalReport
-from ..store import Fingerprint, RunHandle, RunStatus, RunStore
+from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
@@ -117,8 +119,10 @@ class LocalRun:
         environment_factory: EnvironmentFactory | None,
         progress: ProgressSink,
         clock: Clock,
+        inputs: RecordInputs | None = None,
     ) -> None:
         self.settings = settings
+        self.inputs = inputs or RecordInputs()
         self.source = source
         self.target = target
         self.environment_factory = environment_factory
@@ -149,14 +153,16 @@ class LocalRun:
         resume: str | None,
         run_id: str | None,
         retry_errors: bool,
+        provenance: RunProvenance | None = None,
     ) -> None:
         """Create the stored run, or resume one (reading back what it already holds)."""
         s = self.settings
         if resume is None:
             config = {"max_concurrent": s.max_concurrent, "timeout": s.timeout}
             self.handle = store.create(
-                fingerprint, run_id=run_id, config=config, expected_results=self.planned
-            )
+                fingerprint, run_id=run_id, config=config, expected_results=self.planned,
+                provenance=None if provenance is None else serde.dump(provenance),
+            )  # fmt: skip
         else:
             if self.source.sha256 is None:
                 raise ConfigurationError(
@@ -342,7 +348,7 @@ class LocalRun:
             return await self._attempt(request, limiter)
         latency = (clock.monotonic() - start) * 1000.0
         message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
-        return error_result(request, message, "timeout", latency)
+        return error_result(request, message, "timeout", latency, self.inputs)
 
     async def _attempt(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
@@ -353,7 +359,7 @@ class LocalRun:
         try:
             env = await create_environment(factory, request.sample)
         except Exception as exc:
-            return error_result(request, _describe(exc), "environment", 0.0)
+            return error_result(request, _describe(exc), "environment", 0.0, self.inputs)
         result = (await self.target.run(request, env, limiter)).result
         try:
             state = await serialize_environment(env)
@@ -410,9 +416,10 @@ def slim(result: EvalResult) -> EvalResult:
     """`result` as the report keeps it when the run store holds the full record.
 
     Dropped (the store has them): the transcript (`messages`, `tool_calls`), `output`,
-    `request_id`, and the reason of a passed score without metrics (that score becomes a
-    shared `Score(value, passed=True)`). Kept: everything the report computes with
-    (scores, metrics, errors and their reasons, latency, usage, metadata, environment).
+    `input`, `expected`, `request_id`, and the reason of a passed score without metrics
+    (that score becomes a shared `Score(value, passed=True)`). Kept: everything the
+    report computes with (scores, metrics, errors and their reasons, latency, usage,
+    metadata, environment).
     Empty metadata and zero usage are shared objects.
     """
     score, error, usage = result.score, result.error, result.usage
@@ -437,15 +444,21 @@ def _passed_score(value: float) -> Score:
 
 
 def error_result(
-    request: EvalRequest[Any, Any], message: str, kind: ErrorKind, latency_ms: float
+    request: EvalRequest[Any, Any],
+    message: str,
+    kind: ErrorKind,
+    latency_ms: float,
+    inputs: RecordInputs | None = None,
 ) -> EvalResult:
-    """An error result for `request` that never reached scoring."""
+    """An error result for `request` that never reached scoring (input and expected kept)."""
     sample = request.sample
+    inputs = inputs or RecordInputs()
     return EvalResult(
         sample_id=sample.id, experiment_name=request.experiment.name, epoch=request.epoch,
         request_id=str(request.request_id), run_id=request.run_id,
         metadata=dict(sample.metadata), latency_ms=latency_ms, error=message, error_kind=kind,
         score=Score(value=0.0, passed=False, reason=message),
+        input=inputs.value(sample.input), expected=inputs.value(sample.expected),
     )  # fmt: skip
 
 

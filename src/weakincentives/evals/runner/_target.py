@@ -34,7 +34,7 @@ import copy
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,11 +46,12 @@ import anyio.to_thread
 from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCache
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
+from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
-from .._records import EvalRequest, Score
+from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import (
     INLINE_ATTR,
     SESSION_AWARE_ATTR,
@@ -62,8 +63,10 @@ from ..scoring import (
 )
 from ..store import qualified_name
 from ._async_executor import scores_on_loop
+from ._bundles import BundleOptions, record_bundle
 from ._environment import Environment
 from ._sample import (
+    RECORD_INPUTS,
     SampleOutcome,
     execute_function,
     execute_sample,
@@ -71,7 +74,14 @@ from ._sample import (
     score_output,
 )
 
-__all__ = ["SampleTarget", "TargetOptions", "make_target", "prepare_scorer", "seed_environment"]
+__all__ = [
+    "SampleTarget",
+    "TargetOptions",
+    "check_overrides_tags",
+    "make_target",
+    "prepare_scorer",
+    "seed_environment",
+]
 
 # The environment of the sample a worker thread is running, for the `env=` argument of a
 # sync task function. Each `to_thread.run_sync` call runs in its own copy of the context,
@@ -93,6 +103,10 @@ class TargetOptions:
     """Keep messages and tool calls on each result."""
     clock: Clock
     """Clock for latencies and deadlines."""
+    inputs: RecordInputs = RECORD_INPUTS
+    """Whether results keep their sample's input and expected value, and how much."""
+    bundles: BundleOptions | None = None
+    """Write a debug bundle per sample (all, or the failed ones), if set."""
 
 
 class SampleTarget(Protocol):
@@ -199,9 +213,21 @@ class _LoopTarget:
         if env is not None:
             _CURRENT_ENV.set(env)
             seed = functools.partial(seed_environment, env)
+        if opts.bundles is not None:
+            return record_bundle(
+                opts.bundles, request, opts.clock,
+                lambda before: self._sample(request, _both(seed, before)),
+            )  # fmt: skip
+        return self._sample(request, seed)
+
+    def _sample(
+        self, request: EvalRequest[Any, Any], on_prepared: Callable[[Session], None] | None
+    ) -> SampleOutcome:
+        opts = self._options
         return execute_sample(
             self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
-            record_transcript=opts.record_transcript, on_prepared=seed, clock=opts.clock,
+            record_transcript=opts.record_transcript, on_prepared=on_prepared, clock=opts.clock,
+            inputs=opts.inputs,
         )  # fmt: skip
 
 
@@ -216,12 +242,12 @@ class _FunctionTarget(_LoopTarget):
         self._function_loop = loop
 
     def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
-        if env is not None:
+        if env is not None or self._options.bundles is not None:
             return super()._execute(request, env)
         opts = self._options
         return execute_function(
             self._function_loop, opts.scorer, request, timeout=opts.timeout,
-            record_transcript=opts.record_transcript, clock=opts.clock,
+            record_transcript=opts.record_transcript, clock=opts.clock, inputs=opts.inputs,
         )  # fmt: skip
 
 
@@ -298,7 +324,8 @@ class _AsyncFunctionTarget:
         latency = (opts.clock.monotonic() - start) * 1000.0
         call = functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
-            record_transcript=opts.record_transcript,
+            record_transcript=opts.record_transcript, inputs=opts.inputs,
+            failed_session=session,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()
@@ -323,13 +350,13 @@ class _AsyncFunctionTarget:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,
-                record_transcript=opts.record_transcript,
+                record_transcript=opts.record_transcript, inputs=opts.inputs,
             )  # fmt: skip
         else:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_output(
                 output, opts.scorer, request, latency_ms=latency,
-                record_transcript=opts.record_transcript,
+                record_transcript=opts.record_transcript, inputs=opts.inputs,
             )  # fmt: skip
         await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
         return outcome
@@ -422,3 +449,49 @@ def prepare_scorer(
     setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
     setattr(scorer, INLINE_ATTR, judge_concurrency is None and is_inline_evaluator(evaluator))
     return scorer
+
+
+def _both(
+    first: Callable[[Session], None] | None, second: Callable[[Session], None]
+) -> Callable[[Session], None]:
+    if first is None:
+        return second
+
+    def both(session: Session) -> None:
+        first(session)
+        second(session)
+
+    return both
+
+
+def check_overrides_tags(target: object, experiments: Iterable[Experiment]) -> None:
+    """Refuse experiments whose `overrides_tag` no override of the target's store has.
+
+    Applies to an `AgentLoop` (not a task function, which applies no prompt overrides)
+    whose overrides store can list its tags (`LocalPromptOverridesStore` can). The
+    default tag `latest` needs no file: without one the prompts run as written.
+
+    Raises:
+        ConfigurationError: naming the experiment, its tag and the tags that exist.
+    """
+    if not isinstance(target, AgentLoop) or isinstance(target, FunctionLoop):
+        return
+    store = target.overrides_store
+    tags = getattr(store, "tags", None)
+    for experiment in experiments:
+        tag = experiment.overrides_tag
+        if tag == BASELINE.overrides_tag:
+            continue
+        if store is None:
+            raise ConfigurationError(
+                f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, but "
+                f"{qualified_name(target)} has no overrides store; pass overrides_store= "
+                "to the loop"
+            )
+        if callable(tags):
+            known = sorted(tags())
+            if tag not in known:
+                raise ConfigurationError(
+                    f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, "
+                    f"which no override has; tags that exist: {', '.join(known) or 'none'}"
+                )

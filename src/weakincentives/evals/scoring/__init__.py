@@ -19,6 +19,7 @@ from ._builtins import (
     not_,
     threshold,
 )
+from ._fields import on_field, read_field
 from ._judge import (
     JUDGE_TEMPLATE,
     PAIRWISE_TEMPLATE,
@@ -118,7 +119,9 @@ __all__ = [
     "max_model_requests",
     "not_",
     "numeric_close",
+    "on_field",
     "pairwise_judge",
+    "read_field",
     "regex_match",
     "regex_search",
     "run_evaluator",

@@ -11,6 +11,7 @@ combinator is inline when every child is (see `inline_evaluator`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast, overload
 
@@ -18,6 +19,7 @@ from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.session import SessionProtocol, SessionViewProtocol
 
 from .._records import Metric, Score
+from ._fields import is_structured, on_field, unreadable
 
 # `adapt`, `is_session_aware`, `run_evaluator` and `classify_error` live in
 # `_protocols`; they are re-exported here because the spec places them in this module.
@@ -64,32 +66,71 @@ def _verdict(passed: bool, reason: str) -> Score:
 # -- output evaluators ----------------------------------------------------------------
 
 
+_CONFIGURE: Any = object()
+"""Default of an evaluator's `output`: called with only `field=`, it returns an evaluator."""
+
+
+@overload
+def exact_match(output: object, expected: object) -> Score: ...
+@overload
+def exact_match(*, field: str) -> Evaluator[object, object]: ...
 @inline_evaluator
 @mark_plain
-def exact_match(output: object, expected: object) -> Score:
+def exact_match(
+    output: object = _CONFIGURE, expected: object = _CONFIGURE, *, field: str | None = None
+) -> Score | Evaluator[object, object]:
     """Pass when `output == expected`.
+
+    `exact_match(field="answer")` is the evaluator comparing `output.answer` (see
+    `on_field`).
 
     Example:
         >>> exact_match("hello", "hello").passed
         True
         >>> exact_match("hello", "Hello").reason
         "expected 'Hello', got 'hello'"
+        >>> exact_match(field="answer")({"answer": "4"}, "4").passed
+        True
     """
+    if output is _CONFIGURE:
+        return on_field(exact_match, _need_field("exact_match", field))
     if output == expected:
         return _verdict(True, f"output equals expected {show(expected)}")
     if type(output) is not type(expected):
+        hint = ""
+        if is_structured(output) and not is_structured(expected):
+            hint = f"; {unreadable('exact_match', output, 'a value like expected')}"
         return _verdict(
             False,
             f"expected {show(expected)} ({type(expected).__name__}), "
-            f"got {show(output)} ({type(output).__name__})",
+            f"got {show(output)} ({type(output).__name__}){hint}",
         )
     return _verdict(False, f"expected {show(expected)}, got {show(output)}")
 
 
+def _need_field(kind: str, field: str | None) -> str:
+    if not field:
+        raise ConfigurationError(f"{kind}() needs output and expected, or field='NAME'")
+    return field
+
+
+@overload
+def contains(output: object, expected: object, *, case_sensitive: bool = True) -> Score: ...
+@overload
+def contains(*, field: str, case_sensitive: bool = True) -> Evaluator[object, object]: ...
 @inline_evaluator
 @mark_plain
-def contains(output: object, expected: object, *, case_sensitive: bool = True) -> Score:
+def contains(
+    output: object = _CONFIGURE,
+    expected: object = _CONFIGURE,
+    *,
+    case_sensitive: bool = True,
+    field: str | None = None,
+) -> Score | Evaluator[object, object]:
     """Pass when `expected` occurs in `output`.
+
+    `contains(field="answer")` is the evaluator searching `output.answer` (see `on_field`);
+    an output that is neither text nor a collection fails, its reason saying so.
 
     A string output is searched for `str(expected)` as a substring; a list, tuple, set,
     frozenset or dict output is tested for membership (`expected in output`). Use
@@ -101,9 +142,10 @@ def contains(output: object, expected: object, *, case_sensitive: bool = True) -
         >>> contains("The answer is 42.", "43").reason
         "'43' not found in output 'The answer is 42.'"
 
-    Raises:
-        ConfigurationError: `output` is neither a string nor a collection.
     """
+    if output is _CONFIGURE:
+        part = functools.partial(contains, case_sensitive=case_sensitive)
+        return on_field(mark_plain(part), _need_field("contains", field))
     if isinstance(output, str):
         needle = expected if isinstance(expected, str) else str(expected)
         haystack = output
@@ -118,10 +160,7 @@ def contains(output: object, expected: object, *, case_sensitive: bool = True) -
             folded = expected.casefold()
             found = any(isinstance(i, str) and i.casefold() == folded for i in items)
     else:
-        raise ConfigurationError(
-            f"contains needs a str or a collection output, got {type(output).__name__}; "
-            "compare a field of it with a custom evaluator",
-        )
+        return _verdict(False, unreadable("contains", output, "text or a collection"))
     mode = "" if case_sensitive else " (case-insensitive)"
     where = "in output" if isinstance(output, str) else "among output items"
     if found:
@@ -258,12 +297,12 @@ def _combine(
         def combined_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return run(output, expected, session)
 
-        return named(combined_aware, name, aware=True, inline=inline)
+        return named(combined_aware, name, aware=True, inline=inline, parts=tuple(evaluators))
 
     def combined(output: Any, expected: Any) -> Score:
         return run(output, expected, None)
 
-    return named(combined, name, aware=False, inline=inline)
+    return named(combined, name, aware=False, inline=inline, parts=tuple(evaluators))
 
 
 def _reason(score: Score) -> str:
@@ -380,9 +419,9 @@ def _wrap(
         def wrapped_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return transform(call_evaluator(evaluator, True, output, expected, session))
 
-        return named(wrapped_aware, name, aware=True, inline=inline)
+        return named(wrapped_aware, name, aware=True, inline=inline, parts=(evaluator,))
 
     def wrapped(output: Any, expected: Any) -> Score:
         return transform(call_evaluator(evaluator, False, output, expected, None))
 
-    return named(wrapped, name, aware=False, inline=inline)
+    return named(wrapped, name, aware=False, inline=inline, parts=(evaluator,))

@@ -22,7 +22,7 @@ from weakincentives.errors import AdapterResponseError, ConfigurationError, Judg
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime.session import Session, TokenUsage
 
-from .._records import Metric, Score
+from .._records import ADAPTERS_ATTR, Metric, Score
 from ._protocols import Evaluator, named, show
 
 __all__ = [
@@ -225,7 +225,7 @@ def llm_judge(
             ),
         )
 
-    return named(judge, label, aware=False)
+    return named(judge, label, aware=False, adapters=(adapter,))
 
 
 # -- pairwise -------------------------------------------------------------------------
@@ -406,4 +406,5 @@ def pairwise_judge(
         )
 
     compare.__name__ = compare.__qualname__ = label
+    setattr(compare, ADAPTERS_ATTR, (adapter,))
     return compare

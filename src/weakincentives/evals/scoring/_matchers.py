@@ -15,6 +15,7 @@ from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 
 from .._records import Score
+from ._fields import is_structured, on_field, unreadable
 from ._protocols import Evaluator, inline_evaluator, mark_plain, named, show
 
 __all__ = ["json_equal", "numeric_close", "regex_match", "regex_search"]
@@ -222,8 +223,13 @@ def _parse_number(value: object) -> float | None:
     return float(found[-1].replace(",", "")) if found else None
 
 
-def numeric_close(*, rel_tol: float = 1e-9, abs_tol: float = 0.0) -> Evaluator[object, object]:
+def numeric_close(
+    *, rel_tol: float = 1e-9, abs_tol: float = 0.0, field: str | None = None
+) -> Evaluator[object, object]:
     """Evaluator that passes when the output's number is close to the expected number.
+
+    With `field="answer"` it reads `output.answer` (see `on_field`); an output it cannot
+    read a number from (a structured object) fails, its reason saying so.
 
     Closeness is `math.isclose(output, expected, rel_tol=rel_tol, abs_tol=abs_tol)`.
     A text is read as a number whole, or else its *last* number is used (thousands
@@ -251,6 +257,8 @@ def numeric_close(*, rel_tol: float = 1e-9, abs_tol: float = 0.0) -> Evaluator[o
         if want is None:
             raise InvalidDatasetError(f"numeric_close: expected {show(expected)} is not a number")
         got = _parse_number(output)
+        if got is None and is_structured(output):
+            return _verdict(False, unreadable("numeric_close", output, "a number or text"))
         if got is None:
             return _verdict(False, f"no number found in output {show(output)}; expected {want:g}")
         if math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol):
@@ -264,4 +272,5 @@ def numeric_close(*, rel_tol: float = 1e-9, abs_tol: float = 0.0) -> Evaluator[o
 
     options = [f"rel_tol={rel_tol!r}"] if rel_tol != 1e-9 else []
     options += [f"abs_tol={abs_tol!r}"] if abs_tol != 0.0 else []
-    return named(evaluate, f"numeric_close({', '.join(options)})", aware=False, inline=True)
+    evaluator = named(evaluate, f"numeric_close({', '.join(options)})", aware=False, inline=True)
+    return evaluator if field is None else on_field(evaluator, field)

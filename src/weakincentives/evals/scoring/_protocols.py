@@ -33,7 +33,7 @@ from weakincentives.runtime.session import (
     SessionViewProtocol,
 )
 
-from .._records import ErrorKind, Score
+from .._records import ADAPTERS_ATTR, ErrorKind, Score
 
 __all__ = [
     "INLINE_ATTR",
@@ -121,15 +121,30 @@ def evaluator_name(evaluator: Callable[..., Any]) -> str:
     return type(evaluator).__name__
 
 
-def named(fn: CallableT, name: str, *, aware: bool, inline: bool = False) -> CallableT:
+def named(
+    fn: CallableT,
+    name: str,
+    *,
+    aware: bool,
+    inline: bool = False,
+    adapters: tuple[object, ...] = (),
+    parts: tuple[object, ...] = (),
+) -> CallableT:
     """Give `fn` a readable name and record its kind (for built-ins).
 
-    `aware`: it takes the session; `inline`: it never blocks (see `inline_evaluator`).
+    `aware`: it takes the session; `inline`: it never blocks (see `inline_evaluator`);
+    `adapters`: the models it calls; `parts`: evaluators it combines (their adapters
+    become its own).
     """
     fn.__name__ = name
     fn.__qualname__ = name
     setattr(fn, SESSION_AWARE_ATTR, aware)
     setattr(fn, INLINE_ATTR, inline)
+    found = list(adapters)
+    for part in parts:
+        found.extend(getattr(part, ADAPTERS_ATTR, ()))
+    if found:
+        setattr(fn, ADAPTERS_ATTR, tuple(found))
     return fn
 
 

@@ -4,9 +4,9 @@ Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
 `RunHandle` (appends each result to `results.jsonl` and keeps the manifest `run.json`:
 `_handle.py`), the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
 `iter_results`: `_files.py`), the background fsync thread (`_syncer.py`), per-run counts
-(`_tally.py`), and the `Fingerprint` that decides whether a resume is the same run
-(`_fingerprint.py`). It may import the shared records and the foundation layer; nothing
-else of `evals`.
+(`_tally.py`), the `Fingerprint` that decides whether a resume is the same run
+(`_fingerprint.py`), and the `RunProvenance` the manifest records (`_provenance.py`). It
+may import the shared records and the layers below `evals`; nothing else of `evals`.
 """
 
 from ._files import (
@@ -19,6 +19,7 @@ from ._fingerprint import (
     ExperimentFingerprint,
     Fingerprint,
     diff_fingerprints,
+    git_commit,
     qualified_name,
 )
 from ._handle import (
@@ -26,6 +27,13 @@ from ._handle import (
     RunHandle,
     RunManifest,
     RunStatus,
+)
+from ._provenance import (
+    RunProvenance,
+    adapters_of,
+    git_dirty,
+    redact_command,
+    target_adapter,
 )
 from ._run_store import (
     RunStore,
@@ -40,11 +48,17 @@ __all__ = [
     "RunCounts",
     "RunHandle",
     "RunManifest",
+    "RunProvenance",
     "RunStatus",
     "RunStore",
+    "adapters_of",
     "diff_fingerprints",
+    "git_commit",
+    "git_dirty",
     "iter_results",
     "latest_results",
     "new_run_id",
     "qualified_name",
+    "redact_command",
+    "target_adapter",
 ]

@@ -1,10 +1,12 @@
 """Run fingerprints: what must not change between a run and its resumption.
 
 A fingerprint names the dataset (by content hash), the experiments (names, overrides tags,
-flags), the evaluators and the target (by qualified name), the package version, the git
-commit of the working directory and the number of epochs. `RunStore.resume` compares the
-stored fingerprint with the current one and refuses, printing `diff_fingerprints`, when
-they differ: results computed under another configuration must not be mixed into a run.
+flags), the evaluators and the target (by qualified name), the models they run on (each
+adapter's provider, model, base URL and sampling parameters, from `describe()`), the
+package version, the git commit of the working directory and the number of epochs.
+`RunStore.resume` compares the stored fingerprint with the current one and refuses,
+printing `diff_fingerprints`, when they differ: results computed under another
+configuration must not be mixed into a run.
 """
 
 from __future__ import annotations
@@ -80,7 +82,10 @@ class Fingerprint:
     epochs: int = 1
     """How many times each sample is run per experiment."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Anything else that must match on resume (model name, judge model, ...), JSON form."""
+    """Anything else that must match on resume, JSON form."""
+    models: Mapping[str, Any] = field(default_factory=dict)
+    """What changes what the models do, by role (`agent`, `judge`, ...): each adapter's
+    `AdapterInfo.behaviour()` (see `RunProvenance.models`)."""
 
     @classmethod
     def build(
@@ -92,6 +97,7 @@ class Fingerprint:
         target: object,
         epochs: int = 1,
         extra: Mapping[str, Any] | None = None,
+        models: Mapping[str, Any] | None = None,
         package_version: str | None = None,
         git_commit: str | Literal["auto"] | None = "auto",
     ) -> Fingerprint:
@@ -104,6 +110,7 @@ class Fingerprint:
             target: The agent loop, task function (or its name).
             epochs: Repetitions per sample.
             extra: More values that must match on resume; stored in JSON form.
+            models: The models' behaviour by role (`RunProvenance.models()`).
             package_version: Defaults to `weakincentives.__version__`.
             git_commit: `"auto"` runs `git rev-parse HEAD` once per process; None for none.
         """
@@ -118,6 +125,7 @@ class Fingerprint:
             git_commit=_git_commit() if git_commit == "auto" else git_commit,
             epochs=epochs,
             extra=serde.dump(dict(extra or {})),
+            models=serde.dump(dict(models or {})),
         )
 
 
@@ -191,6 +199,8 @@ def diff_fingerprints(
             out.extend(_diff_experiments(before, after))
         elif f.name == "extra":
             out.extend(_diff_mapping("extra", before, after))
+        elif f.name == "models":
+            out.extend(_diff_models(before, after))
         else:
             out.append(f"{_LABELS.get(f.name, f.name)}: {_short(before)} -> {_short(after)}")
     return out
@@ -242,3 +252,34 @@ def _diff_mapping(label: str, before: dict[str, Any], after: dict[str, Any]) -> 
         elif before[key] != after[key]:
             out.append(f"{label} {key!r}: {_json(before[key])} -> {_json(after[key])}")
     return out
+
+
+def _diff_models(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """`agent model: 'a' -> 'b'`, `judge parameters.temperature: 0.0 -> 0.7`, ..."""
+    out: list[str] = []
+    for role in sorted(before.keys() | after.keys()):
+        if role not in after:
+            out.append(f"{role} model: {before[role].get('model')!r} -> none")
+        elif role not in before:
+            out.append(f"{role} model: none -> {after[role].get('model')!r}")
+        else:
+            out.extend(_diff_flat(role, _flatten(before[role]), _flatten(after[role])))
+    return out
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, Mapping) and item:
+            out.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = item
+    return out
+
+
+def _diff_flat(role: str, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return [
+        f"{role} {key}: {_json(before.get(key))} -> {_json(after.get(key))}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]

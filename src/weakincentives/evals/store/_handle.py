@@ -49,6 +49,7 @@ from typing import Any, Literal
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import RunStoreError, SerdeError
+from weakincentives.redaction import default_redactor
 
 from .._records import EvalResult
 from ._files import (
@@ -108,12 +109,34 @@ class RunManifest:
     """Progress when the manifest was last written; `results.jsonl` is the truth."""
     config: Mapping[str, Any] = field(default_factory=dict)
     """Run settings that may change on resume (concurrency, timeouts...), JSON form."""
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    """What produced the run (`RunProvenance`, JSON form): models, versions, git commit,
+    host, command line, dataset. Empty for runs written before it was recorded."""
 
 
 @functools.cache
-def _result_dumps() -> Callable[[EvalResult], bytes]:
-    """`serde.dumps` for a `results.jsonl` line (the same bytes, faster), built once."""
+def _plain_dumps() -> Callable[[EvalResult], bytes]:
     return serde.dumps_for(EvalResult)
+
+
+def _result_dumps() -> Callable[[EvalResult], bytes]:
+    """`serde.dumps` for a `results.jsonl` line, secrets redacted (see `redaction`).
+
+    The redactor is compiled against the environment when the handle opens; a line is
+    serialized once and re-serialized redacted only when `Redactor.finds` something.
+    """
+    dumps = _plain_dumps()
+    redactor = default_redactor()
+
+    def redacted_dumps(result: EvalResult) -> bytes:
+        data = dumps(result)
+        text = data.decode()
+        if not redactor.finds(text):
+            return data
+        clean = redactor.data(json.loads(text))
+        return json.dumps(clean, ensure_ascii=False, separators=(",", ":")).encode()
+
+    return redacted_dumps
 
 
 class RunHandle:
@@ -515,7 +538,8 @@ def write_manifest(
     With `durable=False` the fsyncs are skipped (see `write_atomic`, and for
     `before_replace`).
     """
-    text = json.dumps(serde.dump(manifest), indent=2, ensure_ascii=False) + "\n"
+    data = default_redactor().data(serde.dump(manifest))
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     write_atomic(
         run_dir / MANIFEST_FILE, text.encode(), durable=durable, before_replace=before_replace
     )

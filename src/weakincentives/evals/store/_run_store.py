@@ -97,6 +97,7 @@ class RunStore:
         run_id: str | None = None,
         config: Mapping[str, Any] | None = None,
         expected_results: int | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> RunHandle:
         """Create a new run directory and return a writable handle to it.
 
@@ -105,6 +106,7 @@ class RunStore:
             run_id: Directory name; a fresh `new_run_id` when None.
             config: Run settings worth keeping (concurrency, timeout...), JSON-compatible.
             expected_results: Planned number of results, for progress and completeness.
+            provenance: What produced the run (`RunProvenance`, JSON form).
 
         Raises:
             ConfigurationError: `run_id` is not a safe directory name.
@@ -127,6 +129,7 @@ class RunStore:
                 fingerprint=fingerprint,
                 counts=RunCounts(expected=expected_results),
                 config=serde.dump(dict(config or {})),
+                provenance=serde.dump(dict(provenance or {})),
             )
             # Not fsynced now: nothing in the run can be lost yet. The handle's first sync
             # (within `sync_interval` of the first result, or `finish`) makes it durable

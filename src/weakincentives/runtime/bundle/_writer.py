@@ -191,6 +191,17 @@ class BundleWriter:
             )
             self._manifest = self._path = None
 
+    def discard(self) -> None:
+        """Write no bundle for this block; log capture stops now.
+
+        For a sample that passed, when only failures keep a bundle.
+        """
+        if self._state != "recording":
+            return
+        self._state = "done"
+        if self._logs is not None:
+            self._logs.stop()
+
     def set_request(self, request: object) -> None:
         """Record the request (a dataclass or JSON-compatible value) as `request.json`."""
         self._put_json(REQUEST_FILE, request)

@@ -6,7 +6,9 @@ session; session-aware evaluators read them back through a read-only `SessionVie
 
 from weakincentives.runtime.session._events import (
     ChatMessage,
+    FailureStage,
     PromptExecuted,
+    PromptFailed,
     PromptRendered,
     TokenUsage,
     ToolCall,
@@ -29,7 +31,9 @@ from weakincentives.runtime.session._session import (
 
 __all__ = [
     "ChatMessage",
+    "FailureStage",
     "PromptExecuted",
+    "PromptFailed",
     "PromptRendered",
     "Reducer",
     "Session",

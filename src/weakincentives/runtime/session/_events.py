@@ -10,6 +10,7 @@ from typing import Any, Literal
 __all__ = [
     "ChatMessage",
     "PromptExecuted",
+    "PromptFailed",
     "PromptRendered",
     "TokenUsage",
     "ToolCall",
@@ -105,6 +106,8 @@ class PromptRendered:
     """Keys of the sections whose body came from an override."""
     rendered_at: datetime
     """When the prompt was rendered."""
+    output_type: str | None = None
+    """Qualified name of the structured output type, None for a text prompt."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,3 +156,43 @@ class PromptExecuted:
     """Number of tool calls executed."""
     duration_ms: float = 0.0
     """Wall time of the whole run."""
+
+
+FailureStage = Literal["agent", "output_parsing", "timeout", "budget"]
+"""Where a prompt run failed: calling the model or a tool (`agent`), parsing the final
+answer into the output type (`output_parsing`), the deadline, or the token budget."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptFailed:
+    """A prompt run raised before its answer: the evidence gathered up to the failure.
+
+    Published by the adapter just before the exception leaves `evaluate`, so an errored
+    sample keeps its partial transcript, tool calls (the `ToolInvoked` events before it)
+    and the tokens already spent.
+    """
+
+    prompt_ns: str
+    """Namespace of the prompt template."""
+    prompt_key: str
+    """Key of the prompt template."""
+    prompt_name: str
+    """Display name of the prompt."""
+    messages: tuple[ChatMessage, ...]
+    """The conversation up to the failure, rendered prompt included."""
+    usage: TokenUsage = _NO_TOKENS
+    """Tokens used by the model calls that answered."""
+    model: str | None = None
+    """Model name reported by the adapter, if a call answered."""
+    model_requests: int = 0
+    """Model calls that answered before the failure."""
+    tool_calls: int = 0
+    """Tool calls executed before the failure."""
+    stage: FailureStage = "agent"
+    """Where the run failed."""
+    error_type: str = ""
+    """Class name of the exception."""
+    error: str = ""
+    """The exception's message."""
+    duration_ms: float = 0.0
+    """Wall time until the failure."""

@@ -1,0 +1,69 @@
+"""The provenance header `wink eval report` prints above a run's report."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from weakincentives.evals import RunStore
+from weakincentives.evals.store import MANIFEST_FILE
+from weakincentives.redaction import default_redactor
+
+__all__ = ["provenance_lines", "run_provenance"]
+
+
+def run_provenance(run: str, runs_dir: Path) -> dict[str, Any] | None:
+    """The provenance in `run`'s manifest (a run id under `runs_dir`, or a run directory).
+
+    None for a saved report file, a run written before provenance was recorded, or a
+    run that cannot be opened (the report itself says why).
+    """
+    path = Path(run)
+    try:
+        handle = RunStore(runs_dir).open(run) if not path.exists() else None
+        if handle is None:
+            if not (path / MANIFEST_FILE).is_file():
+                return None
+            handle = RunStore(path.parent).open(path)
+    except Exception:  # the report's own loading reports what is wrong
+        return None
+    provenance = dict(handle.manifest.provenance)
+    return provenance or None
+
+
+def _model(info: Any) -> str:
+    if not isinstance(info, dict):
+        return "none recorded"
+    params = info.get("parameters") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, {}, []))
+    where = f" at {info['base_url']}" if info.get("base_url") else ""
+    return f"{info.get('provider')}:{info.get('model')}{where}" + (f" ({shown})" if shown else "")
+
+
+def provenance_lines(provenance: dict[str, Any]) -> list[str]:
+    """Plain lines: agent and judge models, versions, git, host, command and dataset.
+
+    Example:
+        >>> provenance_lines({"agent": {"provider": "openai", "model": "m",
+        ...     "parameters": {"temperature": 0.0}}, "python_version": "3.11.9"})[:2]
+        ['agent:    openai:m (temperature=0.0)', 'judges:   none']
+    """
+    judges = provenance.get("judges") or []
+    git = provenance.get("git_commit")
+    dirty = " (uncommitted changes)" if provenance.get("git_dirty") else ""
+    dataset = provenance.get("dataset") or {}
+    sha = dataset.get("sha256") or ""
+    command = provenance.get("command") or []
+    lines = [
+        f"agent:    {_model(provenance.get('agent'))}",
+        f"judges:   {'; '.join(_model(j) for j in judges) or 'none'}",
+        f"package:  weakincentives {provenance.get('package_version', '?')}, "
+        f"Python {provenance.get('python_version', '?')}",
+        f"git:      {git[:12] + dirty if git else 'not a checkout'}",
+        f"host:     {provenance.get('host', '?')}",
+        f"dataset:  {dataset.get('path') or '(in memory)'} sha256 {sha[:12]}",
+        f"command:  {shlex.join(command) if command else '?'}",
+    ]
+    redactor = default_redactor()
+    return [redactor.text(line) for line in lines]

@@ -1,0 +1,350 @@
+"""Redaction: one policy for everything a run writes or shows.
+
+Results, run manifests, debug bundles, logs, the viewer, `wink query` output and the HTML
+report all pass through the same `Redactor`, applied where their records are built.
+Four nets, applied to every string (JSON values and keys, log messages, text files):
+
+1. literal secrets: the values of environment variables whose names look secret
+   (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`, `DATABASE_URL`'s password...), read
+   when the redactor is made, plus `RedactionPolicy.secrets`;
+2. patterns: provider API keys (OpenAI, Anthropic, Google, Hugging Face, Groq, xAI,
+   Replicate, Stripe, GitHub, GitLab, AWS, Slack), JSON web tokens, `Bearer <token>` and
+   `Basic <credentials>`, `password=...`/`secret: ...`-style pairs;
+3. credentials inside URLs: the password of `postgres://user:pw@host` (the user is kept);
+4. field names: in JSON data, string values under keys such as `api_key`, `password` or
+   `authorization` are replaced whole.
+
+Example:
+    >>> r = default_redactor(environ={})
+    >>> r.text("connect to postgres://ada:hunter2@db:5432/app with password=hunter2")
+    'connect to postgres://ada:[REDACTED]@db:5432/app with password=[REDACTED]'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SECRET_ENV_NAMES",
+    "DEFAULT_SECRET_FIELD_NAMES",
+    "DEFAULT_SECRET_PATTERNS",
+    "REDACTED",
+    "RedactingFilter",
+    "RedactionPolicy",
+    "Redactor",
+    "default_redactor",
+    "redact_logs",
+]
+
+REDACTED = "[REDACTED]"
+"""What a secret is replaced with by default."""
+
+DEFAULT_SECRET_ENV_NAMES = r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_URL$|_DSN$|_URI$"
+"""Environment variables whose names contain one of these (any case) hold secrets.
+
+Connection strings (`DATABASE_URL`, `SENTRY_DSN`) count only when they carry a password:
+see `RedactionPolicy.redactor`."""
+
+DEFAULT_SECRET_FIELD_NAMES = (
+    r"api[_-]?key|secret|passw(?:or)?d|authorization|cookie|credentials?"
+    r"|private[_-]?key|(?:access|auth|refresh|bearer|id)[_-]?token|^token$"
+)
+"""JSON keys (any case) whose string values are replaced whole."""
+
+_KV_NAMES = r"api[_-]?key|access[_-]?key|secret|password|passwd|pwd|token"
+DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
+    r"sk-[A-Za-z0-9_-]{16,}",  # OpenAI (sk-, sk-proj-) and Anthropic (sk-ant-) API keys
+    r"AIza[0-9A-Za-z_-]{30,}",  # Google (Gemini) API keys
+    r"hf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
+    r"gsk_[A-Za-z0-9]{20,}",  # Groq
+    r"xai-[A-Za-z0-9]{20,}",  # xAI
+    r"r8_[A-Za-z0-9]{20,}",  # Replicate
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+    r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{20,}",  # GitHub fine-grained tokens
+    r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab tokens
+    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"xox[abprs]-[A-Za-z0-9-]{10,}",  # Slack tokens
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JSON web tokens
+    r"(?P<keep>(?i:bearer)\s+)[A-Za-z0-9._~+/=-]{8,}",  # Authorization: Bearer <token>
+    r"(?P<keep>(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+)[A-Za-z0-9+/=]{8,}",
+    rf"(?P<keep>(?i:{_KV_NAMES})[\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+",  # api_key=..., token: ...
+    # scheme://user:password@host: the password goes, the user and host stay.
+    r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"']*:)[^\s@/\"']+(?=@)",
+)
+"""Regular expressions of secrets. A match is replaced; a named group `keep` (the
+`api_key=` in `api_key=abc`) is kept in front of the replacement."""
+
+_KEY_GUARD = re.compile(r"key[\"']?\s*[=:]")
+_TOKEN_GUARD = re.compile(r"token[\"']?\s*[=:]")
+
+
+def _kv_guard(lower: str) -> bool:
+    if "secret" in lower or "passw" in lower or "pwd" in lower:
+        return True
+    # Each regex starts with a literal, which `re` finds fast; an alternation would not.
+    return ("key" in lower and _KEY_GUARD.search(lower) is not None) or (
+        "token" in lower and _TOKEN_GUARD.search(lower) is not None
+    )
+
+
+_GUARDS: dict[str, tuple[str, ...] | Callable[[str], bool]] = {
+    DEFAULT_SECRET_PATTERNS[0]: ("sk-",),
+    DEFAULT_SECRET_PATTERNS[1]: ("aiza",),
+    DEFAULT_SECRET_PATTERNS[2]: ("hf_",),
+    DEFAULT_SECRET_PATTERNS[3]: ("gsk_",),
+    DEFAULT_SECRET_PATTERNS[4]: ("xai-",),
+    DEFAULT_SECRET_PATTERNS[5]: ("r8_",),
+    DEFAULT_SECRET_PATTERNS[6]: ("_live_", "_test_"),
+    DEFAULT_SECRET_PATTERNS[7]: ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    DEFAULT_SECRET_PATTERNS[8]: ("github_pat_",),
+    DEFAULT_SECRET_PATTERNS[9]: ("glpat-",),
+    DEFAULT_SECRET_PATTERNS[10]: ("akia",),
+    DEFAULT_SECRET_PATTERNS[11]: ("xox",),
+    DEFAULT_SECRET_PATTERNS[12]: ("eyj",),
+    DEFAULT_SECRET_PATTERNS[13]: ("bearer",),
+    DEFAULT_SECRET_PATTERNS[14]: ("basic",),
+    DEFAULT_SECRET_PATTERNS[15]: _kv_guard,
+    DEFAULT_SECRET_PATTERNS[16]: ("://",),
+}
+"""For each default pattern, a cheap test of the lower-cased text: substrings one of which
+it needs (or a function): the pattern itself runs only where its guard passes, which
+keeps checking a record that holds no secret to a few microseconds."""
+
+_DEFAULT_FIELD_WORDS = ("key", "secret", "passw", "authorization", "cookie", "credential", "token")
+"""Substrings one of which every key matched by `DEFAULT_SECRET_FIELD_NAMES` holds."""
+
+_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactionPolicy:
+    """What counts as a secret. Redaction cannot be turned off; it can be widened.
+
+    Example:
+        >>> r = RedactionPolicy(secrets=("hunter2-hunter2",)).redactor(environ={})
+        >>> r.text("pw is hunter2-hunter2, key sk-abcdefghijklmnopqrstu")
+        'pw is [REDACTED], key [REDACTED]'
+    """
+
+    env_names: str = DEFAULT_SECRET_ENV_NAMES
+    """Regex searched (case-insensitively) in environment variable names; the values of
+    matching variables are redacted wherever they appear."""
+    field_names: str = DEFAULT_SECRET_FIELD_NAMES
+    """Regex searched (case-insensitively) in JSON keys; string values under a matching
+    key are replaced whole."""
+    patterns: tuple[str, ...] = DEFAULT_SECRET_PATTERNS
+    """Regexes of secrets found in any text (see `DEFAULT_SECRET_PATTERNS`)."""
+    secrets: tuple[str, ...] = ()
+    """Extra literal values to redact (any length)."""
+    min_env_value_length: int = 8
+    """Environment values shorter than this are not treated as secrets: `TOKENIZERS_
+    PARALLELISM=false` must not turn every "false" into the replacement."""
+    replacement: str = REDACTED
+    """What a secret is replaced with."""
+
+    def redactor(self, environ: Mapping[str, str]) -> Redactor:
+        """Compile the policy against `environ` (pass `os.environ` at write time).
+
+        The value of a variable whose name looks secret is a secret; for a URL-like value
+        (`DATABASE_URL=postgres://u:pw@h/db`) only its password is, and a URL without
+        one is not.
+        """
+        names = re.compile(self.env_names, re.IGNORECASE)
+        literals: set[str] = set()
+        for name, value in environ.items():
+            if not names.search(name):
+                continue
+            url = _URL_PASSWORD.match(value)
+            if url is not None:
+                value = url.group(1)
+            elif "://" in value:
+                continue  # an address without a password is no secret
+            if len(value) >= self.min_env_value_length:
+                literals.add(value)
+        literals.update(s for s in self.secrets if s)
+        return Redactor(
+            literals=tuple(sorted(literals, key=len, reverse=True)),
+            patterns=tuple(re.compile(p) for p in self.patterns),
+            field_names=re.compile(self.field_names, re.IGNORECASE),
+            replacement=self.replacement,
+        )
+
+
+class Redactor:
+    """A compiled `RedactionPolicy`: replaces secrets in text, bytes and JSON data."""
+
+    def __init__(
+        self,
+        *,
+        literals: tuple[str, ...],
+        patterns: tuple[re.Pattern[str], ...],
+        field_names: re.Pattern[str],
+        replacement: str,
+    ) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self._literals = re.compile("|".join(re.escape(s) for s in literals)) if literals else None
+        self._patterns = patterns
+        guards = [(_GUARDS.get(p.pattern), p) for p in patterns]
+        self._word_guarded = tuple((g, p) for g, p in guards if isinstance(g, tuple))
+        self._other_guarded = tuple((g, p) for g, p in guards if not isinstance(g, tuple))
+        self._default_fields = field_names.pattern == DEFAULT_SECRET_FIELD_NAMES
+        self._fields = field_names
+        self._replacement = replacement
+        # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
+        self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
+        self._secret_keys: dict[str, bool] = {}
+
+    @property
+    def replacement(self) -> str:
+        """What a secret is replaced with."""
+        return self._replacement
+
+    def _sub(self, match: re.Match[str]) -> str:
+        keep = match.groupdict().get("keep")
+        return (keep or "") + self._replacement
+
+    def finds(self, text: str) -> bool:
+        """Whether `text` holds anything a net would replace (a secret-looking JSON key too).
+
+        The cheap test before `data` on a serialized record: a few substring and guarded
+        regex searches, and each distinct JSON key checked once per redactor.
+        """
+        lower = text.lower()
+        if self._finds_secret(text, lower):
+            return True
+        if self._default_fields:
+            hits = [word for word in _DEFAULT_FIELD_WORDS if word in lower]
+            if not hits:
+                return False
+            if hits == ["token"] and lower.count("token") == lower.count('_tokens"'):
+                return False  # only the usage counts (`input_tokens`...), never secret
+        keys = self._secret_keys
+        # Each `":` ends a key (approximately: a string value may hold one too, which
+        # only costs a needless check).
+        for chunk in text.split('":')[:-1]:
+            key = chunk[chunk.rfind('"') + 1 :]
+            secret = keys.get(key)
+            if secret is None:
+                secret = keys[key] = self._fields.search(key) is not None
+            if secret:
+                return True
+        return False
+
+    def _finds_secret(self, text: str, lower: str) -> bool:
+        for form in self._literal_forms:
+            if form in text:
+                return True
+        for words, pattern in self._word_guarded:
+            for word in words:
+                if word in lower:
+                    if pattern.search(text):
+                        return True
+                    break
+        for guard, pattern in self._other_guarded:
+            if (guard is None or guard(lower)) and pattern.search(text):
+                return True
+        return False
+
+    def text(self, text: str) -> str:
+        """Return `text` with every secret replaced."""
+        if not self._finds_secret(text, text.lower()):
+            return text
+        if self._literals is not None:
+            text = self._literals.sub(self._replacement, text)
+        for pattern in self._patterns:
+            text = pattern.sub(self._sub, text)
+        return text
+
+    def bytes(self, data: bytes) -> bytes:
+        """Redact bytes as UTF-8 text; undecodable bytes pass through unchanged."""
+        text = data.decode("utf-8", errors="surrogateescape")
+        return self.text(text).encode("utf-8", errors="surrogateescape")
+
+    def data(self, value: Any, *, under_secret_key: bool = False) -> Any:
+        """Return a copy of JSON-compatible `value` with every string (keys too) redacted.
+
+        Strings under a secret-looking key are replaced whole; numbers, booleans and None
+        are kept so a redacted snapshot still has its types.
+        """
+        if isinstance(value, str):
+            return self._replacement if under_secret_key and value else self.text(value)
+        if isinstance(value, Mapping):
+            return {
+                (self.text(k) if isinstance(k, str) else k): self.data(
+                    v,
+                    under_secret_key=under_secret_key
+                    or (isinstance(k, str) and self._fields.search(k) is not None),
+                )
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.data(v, under_secret_key=under_secret_key) for v in value]
+        return value
+
+
+_DEFAULT: tuple[tuple[tuple[str, str], ...], Redactor] | None = None
+
+
+def default_redactor(environ: Mapping[str, str] | None = None) -> Redactor:
+    """The default `RedactionPolicy` compiled against `environ` (default `os.environ`).
+
+    Compiled once and made again only when the environment changed, so a caller may ask
+    for it per record.
+    """
+    global _DEFAULT
+    env = os.environ if environ is None else environ
+    items = tuple(sorted(env.items()))
+    cached = _DEFAULT
+    if cached is not None and cached[0] == items:
+        return cached[1]
+    redactor = RedactionPolicy().redactor(environ=env)
+    _DEFAULT = (items, redactor)
+    return redactor
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record before any handler formats it.
+
+    The message (its arguments merged in) and the exception text are redacted.
+
+    Example:
+        >>> key = "sk-" + "a" * 20
+        >>> record = logging.LogRecord("x", logging.INFO, "", 0, "key %s", (key,), None)
+        >>> RedactingFilter(default_redactor({})).filter(record), record.getMessage()
+        (True, 'key [REDACTED]')
+    """
+
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        super().__init__()
+        self._redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact `record` in place; never drops it."""
+        redactor = self._redactor or default_redactor()
+        message = record.getMessage()
+        clean = redactor.text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor.text(record.exc_text)
+        return True
+
+
+def redact_logs(logger: logging.Logger | None = None) -> None:
+    """Add a `RedactingFilter` to every handler of `logger` (default: the root logger).
+
+    `wink` installs it on the handlers it configures; call it after configuring your own.
+    """
+    target = logging.getLogger() if logger is None else logger
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
