@@ -24,7 +24,9 @@ from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_outcomes
 
+from ._diff import pair_diff
 from ._html_report import render_html_report
+from ._viewer_charts import comparison_charts, run_charts, slice_comparisons, slice_keys
 from ._viewer_index import ResultIndex
 from ._viewer_types import IndexedRun, ResultRow
 from ._viewer_views import (
@@ -91,6 +93,7 @@ class ViewerData:
         self._bundle = bundle
         self._summaries = _Cache()
         self._comparisons = _Cache()
+        self._charts = _Cache()
         self._bundles = _Cache(8)
 
     @classmethod
@@ -154,6 +157,7 @@ class ViewerData:
             **self._run_head(run),
             "experiments": self._summaries.get(run_id, lambda: self._summarize(run_id)),
             "facets": json_safe(serde.dump(facets)),
+            "slice_keys": slice_keys(facets.metadata),
             "skipped": list(run.skipped),
             "skipped_count": run.skipped_count,
         }
@@ -191,6 +195,33 @@ class ViewerData:
     def _summarize(self, run_id: str) -> list[dict[str, Any]]:
         names = self._index.experiments(run_id)
         return [experiment_view(name, self._index.stat_rows(run_id, name)) for name in names]
+
+    def charts(self, run_id: str, slice_key: str | None = None) -> dict[str, Any]:
+        """The run page's charts and failure groups.
+
+        `slice_key` picks the metadata key of the per-slice chart; None picks the first
+        one worth slicing on (2-20 values), "" none.
+
+        Raises:
+            NotFoundError: no such run.
+            ViewerError: no result has metadata key `slice_key`.
+        """
+        run = self.run(run_id)
+        keys = run["slice_keys"]
+        if slice_key is None:
+            slice_key = keys[0] if keys else ""
+        elif slice_key and slice_key not in run["facets"]["metadata"]:
+            known = ", ".join(run["facets"]["metadata"]) or "none (no metadata)"
+            raise ViewerError(f"no result has metadata key {slice_key!r}; keys: {known}")
+        key = slice_key or None
+
+        def make() -> dict[str, Any]:
+            made: dict[str, Any] = json_safe(
+                run_charts(self._index, run_id, run["experiments"], slice_key=key)
+            )
+            return made
+
+        return {**self._charts.get((run_id, key), make), "slice_keys": keys}
 
     def results(self, run_id: str, query: Iterable[tuple[str, str]]) -> dict[str, Any]:
         """One page of the results grid (see `parse_results_query` for the parameters).
@@ -252,18 +283,66 @@ class ViewerData:
 
     # -- comparisons and reports ----------------------------------------------------------
 
-    def compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
-        """Paired comparison of two experiments, of one run or of two runs.
+    def compare(
+        self, baseline: SideSpec, treatment: SideSpec, *, slice_key: str | None = None
+    ) -> dict[str, Any]:
+        """Paired comparison of two experiments, of one run or of two runs, with charts.
+
+        `slice_key` picks the metadata key of the per-slice deltas (None: the first one
+        of the baseline's run worth slicing on; "": none).
 
         Raises:
             NotFoundError: a run or experiment does not exist.
-            ViewerError: both sides are the same.
+            ViewerError: both sides are the same, or no result has `slice_key`.
         """
         if baseline == treatment:
             raise ViewerError("pick two different experiments (or runs) to compare")
-        return self._comparisons.get(
+        found = self._comparisons.get(
             (baseline, treatment), lambda: self._compare(baseline, treatment)
         )
+        run = self.run(baseline.run_id)
+        keys = run["slice_keys"]
+        if slice_key is None:
+            slice_key = keys[0] if keys else ""
+        elif slice_key and slice_key not in run["facets"]["metadata"]:
+            raise ViewerError(
+                f"no result of run {baseline.run_id!r} has metadata key {slice_key!r}"
+            )
+        key = slice_key or None
+        charts = self._charts.get(
+            ("compare", baseline, treatment, key),
+            lambda: self._compare_charts(baseline, treatment, found, key),
+        )
+        return {**found, "charts": charts, "slice": key, "slice_keys": keys}
+
+    def _compare_charts(
+        self, baseline: SideSpec, treatment: SideSpec, found: dict[str, Any], key: str | None
+    ) -> list[dict[str, Any]]:
+        comparison = found["_comparison"]
+        names = (comparison.baseline_name, comparison.treatment_name)
+        slices = []
+        if key is not None:
+            slices = slice_comparisons(
+                self._index, (baseline.run_id, baseline.experiment),
+                (treatment.run_id, treatment.experiment), key, names,
+            )  # fmt: skip
+        charts: list[dict[str, Any]] = json_safe(comparison_charts(comparison, slices, key=key))
+        return charts
+
+    def pair(self, baseline: tuple[str, int], treatment: tuple[str, int]) -> dict[str, Any]:
+        """Two results side by side (a flipped sample): both in full, and their diffs.
+
+        Raises:
+            NotFoundError: a run or result does not exist.
+        """
+        sides = [self.result(run_id, result_id) for run_id, result_id in (baseline, treatment)]
+        results = [self._index.read(run_id, rid) for run_id, rid in (baseline, treatment)]
+        assert results[0] is not None and results[1] is not None  # result() found both
+        return {
+            "baseline": {"run_id": baseline[0], **sides[0]},
+            "treatment": {"run_id": treatment[0], **sides[1]},
+            "diff": pair_diff(results[0], results[1]),
+        }
 
     def _compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
         sides = []
@@ -287,7 +366,7 @@ class ViewerData:
                 self._index.rows(treatment.run_id, treat_ids),
             )
 
-        return comparison_view(
+        view = comparison_view(
             comparison,
             baseline={"run_id": baseline.run_id, "experiment": baseline.experiment},
             treatment={"run_id": treatment.run_id, "experiment": treatment.experiment},
@@ -295,6 +374,7 @@ class ViewerData:
             treatment_ids=sides[1][1],
             rows=rows,
         )
+        return {**view, "_comparison": comparison}
 
     def html_report(
         self, run_id: str, *, baseline: str | None = None, slice_key: str | None = None

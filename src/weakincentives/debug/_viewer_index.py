@@ -70,6 +70,7 @@ CREATE TABLE results (
 );
 CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
 CREATE INDEX meta_result ON meta (result_id);
+CREATE TABLE metrics (result_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
 CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
 """
 
@@ -80,6 +81,7 @@ CREATE INDEX results_score ON results (run_id, score);
 CREATE INDEX results_latency ON results (run_id, latency_ms);
 CREATE INDEX results_tokens ON results (run_id, tokens);
 CREATE INDEX meta_key ON meta (key, value, result_id);
+CREATE INDEX metrics_result ON metrics (result_id);
 """
 
 _ROW_COLUMNS = (
@@ -92,7 +94,7 @@ _ROW_COLUMNS = (
 _FIELDS = (
     "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
     "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
-    "tool_calls", "messages",
+    "tool_calls", "messages", "score_metrics",
 )  # fmt: skip
 _CHECKS = (
     ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
@@ -145,7 +147,7 @@ SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
          WHEN passed THEN 'passed' ELSE 'failed' END,
     error_kind, score, passed, latency_ms, input_tokens,
     output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
-    messages, bundle_path IS NOT NULL, line, offset, metadata, body
+    messages, bundle_path IS NOT NULL, line, offset, metadata, score_metrics, body
 FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {_SEARCH_TEXT} AS body")})
 WHERE {_ALL_CHECKS}
 """
@@ -160,7 +162,8 @@ ORDER BY line
 """The staged lines `_FILL` skipped: `(line, complete, problem)`."""
 _RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset")
 _ROWS_SCHEMA = (
-    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, body)"
+    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
+    "score_metrics, body)"
 )
 _DISTRIBUTE = (
     f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
@@ -174,6 +177,11 @@ _DISTRIBUTE = (
         ELSE e.type END
     FROM temp.wink_rows AS r, json_each(r.metadata) AS e""",
     "INSERT INTO search (rowid, body) SELECT id, body FROM temp.wink_rows",
+    # The score's named metrics (what the checks chart and the failure groups read).
+    """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
+    FROM temp.wink_rows AS r, json_each(r.score_metrics) AS e
+    WHERE json_type(r.score_metrics) = 'array' AND typeof(e.value ->> '$.name') = 'text'
+        AND typeof(e.value ->> '$.value') IN ('integer', 'real')""",
     "DELETE FROM temp.wink_rows",
 )
 """Per batch: the rows `_FILL` staged go to `results`, `meta` and `search`."""
@@ -270,7 +278,10 @@ class ResultIndex:
                 for statement in _DISTRIBUTE:
                     self._db.execute(statement)
             gone = delete_superseded(self._db, "results", KEY, where="run_id = ?", params=(run_id,))
-            self._db.executemany("DELETE FROM meta WHERE result_id = ?", ((g,) for g in gone))
+            for table in ("meta", "metrics"):
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE result_id = ?", ((g,) for g in gone)
+                )
             (results,) = self._db.execute(
                 "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -443,6 +454,15 @@ class ResultIndex:
         )
         with self._lock:
             return self._db.execute(sql, (run_id, experiment)).fetchall()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only SQL query over the tables `results`, `meta` and `metrics`.
+
+        For the viewer's charts (`_viewer_charts.py`); after `finish()` the database
+        refuses writes.
+        """
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def outcomes(self, run_id: str, experiment: str) -> tuple[Outcomes, tuple[int, ...]]:
         """One experiment's outcomes as columns (what a comparison reads), and result ids.
