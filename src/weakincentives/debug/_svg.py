@@ -134,6 +134,8 @@ class BarChart:
             reach = max([abs(v) for v in ends] + [0.05])
             return -_nice(reach), _nice(reach)
         top = max([*ends, 0.0])
+        if self.format == "count":  # whole-number ticks: a multiple of the 4 steps
+            return 0.0, float(max(4, math.ceil(_nice(top) / 4) * 4))
         return 0.0, _nice(top) if top > 0 else 1.0
 
     def table(self) -> tuple[list[str], list[list[str]]]:
