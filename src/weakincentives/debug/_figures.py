@@ -87,7 +87,8 @@ def check_chart(
     """Per-check pass rates per experiment from `(experiment, metric, value, sample)` rows.
 
     A check's rate is the mean of its values over the results that report it (for a
-    0/1 check, the share of results that passed it), with `estimate`'s interval. Metrics
+    0/1 check, the share of results that passed it; `Summary.metrics` holds the same
+    means), with `estimate`'s interval. Metrics
     that are not checks (`is_check`) are left out; None when no check remains.
     """
     values: dict[tuple[str, str], list[float]] = {}

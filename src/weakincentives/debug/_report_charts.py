@@ -74,7 +74,6 @@ def report_checks(report: EvalReport) -> BarChart | None:
     rows = (
         (r.experiment_name, m.name, m.value, r.sample_id)
         for r in report.results
-        if not r.is_error
         for m in r.score.metrics
     )
     return check_chart(rows)

@@ -164,8 +164,9 @@ class _Api:
         base_run = query["base_run"]
         baseline = SideSpec(base_run, query["base"])
         treatment = SideSpec(query.get("treat_run") or base_run, query["treat"])
-        found = self._data.compare(baseline, treatment, slice_key=query.get("slice"))
-        return _json({k: v for k, v in found.items() if not k.startswith("_")})
+        found = self._data.compare(baseline, treatment)
+        charts = self._data.compare_charts(baseline, treatment, slice_key=query.get("slice"))
+        return _json({**found, **charts})
 
     def charts(self, request: Request) -> Response:
         slice_key = request.query_params.get("slice")

@@ -39,7 +39,7 @@ WHERE r.run_id = ? AND m.key = ? ORDER BY r.id
 _METRIC_SQL = """
 SELECT r.experiment, x.name, x.value, r.sample_id
 FROM results r JOIN metrics x ON x.result_id = r.id
-WHERE r.run_id = ? AND r.status != 'error' ORDER BY r.id
+WHERE r.run_id = ? ORDER BY r.id
 """
 _ATTEMPTS_SQL = """
 SELECT experiment, sample_id, count(*), sum(status = 'passed') FROM results

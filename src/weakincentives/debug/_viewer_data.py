@@ -22,7 +22,13 @@ from typing import Any, Literal, TypeVar
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError, ViewerError
-from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_outcomes
+from weakincentives.evals import (
+    RESULTS_FILE,
+    EvalReport,
+    OutcomeComparison,
+    RunStore,
+    compare_outcomes,
+)
 
 from ._diff import pair_diff
 from ._html_report import render_html_report
@@ -283,10 +289,28 @@ class ViewerData:
 
     # -- comparisons and reports ----------------------------------------------------------
 
-    def compare(
+    def compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
+        """Paired comparison of two experiments, of one run or of two runs.
+
+        Raises:
+            NotFoundError: a run or experiment does not exist.
+            ViewerError: both sides are the same.
+        """
+        return self._compared(baseline, treatment)[0]
+
+    def _compared(
+        self, baseline: SideSpec, treatment: SideSpec
+    ) -> tuple[dict[str, Any], OutcomeComparison]:
+        if baseline == treatment:
+            raise ViewerError("pick two different experiments (or runs) to compare")
+        return self._comparisons.get(
+            (baseline, treatment), lambda: self._compare(baseline, treatment)
+        )
+
+    def compare_charts(
         self, baseline: SideSpec, treatment: SideSpec, *, slice_key: str | None = None
     ) -> dict[str, Any]:
-        """Paired comparison of two experiments, of one run or of two runs, with charts.
+        """The charts of a comparison: paired delta, discordant pairs, per-slice deltas.
 
         `slice_key` picks the metadata key of the per-slice deltas (None: the first one
         of the baseline's run worth slicing on; "": none).
@@ -295,11 +319,7 @@ class ViewerData:
             NotFoundError: a run or experiment does not exist.
             ViewerError: both sides are the same, or no result has `slice_key`.
         """
-        if baseline == treatment:
-            raise ViewerError("pick two different experiments (or runs) to compare")
-        found = self._comparisons.get(
-            (baseline, treatment), lambda: self._compare(baseline, treatment)
-        )
+        comparison = self._compared(baseline, treatment)[1]
         run = self.run(baseline.run_id)
         keys = run["slice_keys"]
         if slice_key is None:
@@ -311,14 +331,17 @@ class ViewerData:
         key = slice_key or None
         charts = self._charts.get(
             ("compare", baseline, treatment, key),
-            lambda: self._compare_charts(baseline, treatment, found, key),
+            lambda: self._compare_charts(baseline, treatment, comparison, key),
         )
-        return {**found, "charts": charts, "slice": key, "slice_keys": keys}
+        return {"charts": charts, "slice": key, "slice_keys": keys}
 
     def _compare_charts(
-        self, baseline: SideSpec, treatment: SideSpec, found: dict[str, Any], key: str | None
+        self,
+        baseline: SideSpec,
+        treatment: SideSpec,
+        comparison: OutcomeComparison,
+        key: str | None,
     ) -> list[dict[str, Any]]:
-        comparison = found["_comparison"]
         names = (comparison.baseline_name, comparison.treatment_name)
         slices = []
         if key is not None:
@@ -344,7 +367,9 @@ class ViewerData:
             "diff": pair_diff(results[0], results[1]),
         }
 
-    def _compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
+    def _compare(
+        self, baseline: SideSpec, treatment: SideSpec
+    ) -> tuple[dict[str, Any], OutcomeComparison]:
         sides = []
         for spec in (baseline, treatment):
             self._run(spec.run_id)
@@ -374,7 +399,7 @@ class ViewerData:
             treatment_ids=sides[1][1],
             rows=rows,
         )
-        return {**view, "_comparison": comparison}
+        return view, comparison
 
     def html_report(
         self, run_id: str, *, baseline: str | None = None, slice_key: str | None = None
