@@ -20,10 +20,14 @@ from ._svg import BarChart, Curve, Mark
 __all__ = [
     "MAX_CHECKS",
     "MAX_FAILURE_GROUPS",
+    "CheckRate",
     "FailureGroup",
     "check_chart",
+    "check_rates_chart",
     "estimate",
+    "estimate_counts",
     "failure_key",
+    "flaky_chart",
     "group_failures",
     "is_check",
     "pass_at_k_curve",
@@ -55,8 +59,7 @@ def estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[flo
     binary = all(v in (0.0, 1.0) for v in values)
     if len(set(clusters)) == n:
         if binary:
-            rate = stats.wilson_interval(int(sum(values)), n)
-            return rate.rate, rate.low, rate.high
+            return estimate_counts(int(sum(values)), n)
         mean = stats.mean_ci(values)
         return mean.mean, mean.low, mean.high
     clustered = stats.clustered_mean(values, clusters)
@@ -64,6 +67,32 @@ def estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[flo
     if all(0.0 <= v <= 1.0 for v in values):
         low, high = _clip01(low), _clip01(high)
     return clustered.mean, low, high
+
+
+def estimate_counts(successes: int, n: int) -> tuple[float, float, float]:
+    """`estimate` of `n` distinct samples' 0/1 values of which `successes` are 1 (Wilson).
+
+    What `estimate` gives for such values; a store that counts in SQL calls this and
+    reads the values themselves only when a sample repeats or a value is not 0/1.
+    """
+    rate = stats.wilson_interval(successes, n)
+    return rate.rate, rate.low, rate.high
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRate:
+    """One check's rate in one experiment."""
+
+    name: str
+    """The metric's name."""
+    experiment: str
+    """The experiment."""
+    estimate: tuple[float, float, float]
+    """`(mean, low, high)` from `estimate`."""
+    n: int
+    """Results that report the metric."""
+    unit: bool
+    """Whether every value is in [0, 1]."""
 
 
 def _clip01(value: float) -> float:
@@ -80,39 +109,49 @@ def is_check(name: str, values: Iterable[float]) -> bool:
 
 
 def check_chart(
-    rows: Iterable[tuple[str, str, float, Hashable]],
-    *,
-    id: str = "chart-checks",
+    rows: Iterable[tuple[str, str, float, Hashable]], *, id: str = "chart-checks"
 ) -> BarChart | None:
     """Per-check pass rates per experiment from `(experiment, metric, value, sample)` rows.
 
     A check's rate is the mean of its values over the results that report it (for a
     0/1 check, the share of results that passed it; `Summary.metrics` holds the same
-    means), with `estimate`'s interval. Metrics
-    that are not checks (`is_check`) are left out; None when no check remains.
+    means), with `estimate`'s interval. Metrics that are not checks (`is_check`) are
+    left out; None when no check remains.
     """
     values: dict[tuple[str, str], list[float]] = {}
     clusters: dict[tuple[str, str], list[Hashable]] = {}
     for experiment, name, value, sample in rows:
         values.setdefault((name, experiment), []).append(value)
         clusters.setdefault((name, experiment), []).append(sample)
-    by_name: dict[str, list[float]] = {}
-    for (name, _), vs in values.items():
-        by_name.setdefault(name, []).extend(vs)
-    checks = sorted(name for name, vs in by_name.items() if is_check(name, vs))[:MAX_CHECKS]
+    return check_rates_chart(
+        [
+            CheckRate(name, experiment, estimate(vs, clusters[(name, experiment)]), len(vs),
+                      all(0.0 <= v <= 1.0 for v in vs))
+            for (name, experiment), vs in values.items()
+        ],
+        id=id,
+    )  # fmt: skip
+
+
+def check_rates_chart(rates: Sequence[CheckRate], *, id: str = "chart-checks") -> BarChart | None:
+    """The checks chart of `rates` (see `check_chart`), in order of first appearance."""
+    unit: dict[str, bool] = {}
+    for rate in rates:
+        unit[rate.name] = unit.get(rate.name, True) and rate.unit
+    checks = sorted(name for name, ok in unit.items() if ok and "." not in name)[:MAX_CHECKS]
     if not checks:
         return None
-    experiments = list(dict.fromkeys(e for _, e in values))
+    found = {(r.name, r.experiment): r for r in rates}
+    experiments = list(dict.fromkeys(r.experiment for r in rates))
     marks = []
     for name in checks:
         for experiment in experiments:
-            found = values.get((name, experiment))
-            if found:
-                mean, low, high = estimate(found, clusters[(name, experiment)])
+            r = found.get((name, experiment))
+            if r is not None:
+                mean, low, high = r.estimate
                 marks.append(
-                    Mark(label=name, series=experiment, value=mean, low=low, high=high,
-                         n=len(found))
-                )  # fmt: skip
+                    Mark(label=name, series=experiment, value=mean, low=low, high=high, n=r.n)
+                )
     return BarChart(
         id=id,
         title="Checks: pass rate per check",

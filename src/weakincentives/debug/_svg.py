@@ -260,7 +260,9 @@ class Histogram:
         """
         import numpy as np
 
-        every = np.asarray([v for vs in values.values() for v in vs if math.isfinite(v)], float)
+        arrays = [np.asarray(vs, dtype=float) for vs in values.values()]
+        every = np.concatenate(arrays) if arrays else np.empty(0)
+        every = every[np.isfinite(every)]
         if every.size == 0:
             return cls(id=id, title=title, edges=(), series=(), format=format, note=note)
         lo, hi = float(every.min()), float(every.max())
@@ -272,8 +274,8 @@ class Histogram:
         else:
             edges = np.histogram_bin_edges(every, bins=bins)
         series = tuple(
-            (name, tuple(int(c) for c in np.histogram(np.asarray(vs, float), bins=edges)[0]))
-            for name, vs in values.items()
+            (name, tuple(int(c) for c in np.histogram(array, bins=edges)[0]))
+            for name, array in zip(values, arrays, strict=True)
         )
         return cls(
             id=id, title=title, edges=tuple(float(e) for e in edges), series=series,

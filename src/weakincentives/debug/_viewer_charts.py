@@ -9,15 +9,16 @@ too. Everything is SQL over the index plus a little Python per group, so a run o
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from weakincentives.evals import OutcomeComparison, Outcomes, compare_outcomes
 
 from ._figures import (
-    check_chart,
+    CheckRate,
+    check_rates_chart,
     estimate,
+    estimate_counts,
     failure_key,
     flaky_chart,
     group_failures,
@@ -32,27 +33,40 @@ MAX_SLICE_VALUES = 20
 """A metadata key is offered for slicing when it takes 2 to this many values."""
 
 _SLICE_SQL = """
-SELECT r.experiment, m.value, r.sample_id, r.status = 'passed'
+SELECT m.value, r.experiment, count(*), sum(r.status = 'passed'), count(DISTINCT r.sample_id)
 FROM results r JOIN meta m ON m.result_id = r.id
-WHERE r.run_id = ? AND m.key = ? ORDER BY r.id
+WHERE r.run_id = ? AND m.key = ? GROUP BY m.value, r.experiment ORDER BY m.value, min(r.id)
+"""
+_SLICE_ROWS_SQL = """
+SELECT r.status = 'passed', r.sample_id FROM results r JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND m.key = ? AND m.value = ? AND r.experiment = ? ORDER BY r.id
 """
 _METRIC_SQL = """
-SELECT r.experiment, x.name, x.value, r.sample_id
+SELECT x.name, r.experiment, count(*), sum(x.value), count(DISTINCT r.sample_id),
+    sum(x.value IN (0, 1)), min(x.value) >= 0 AND max(x.value) <= 1
 FROM results r JOIN metrics x ON x.result_id = r.id
-WHERE r.run_id = ? ORDER BY r.id
+WHERE r.run_id = ? GROUP BY x.name, r.experiment ORDER BY min(r.id)
 """
+_METRIC_ROWS_SQL = """
+SELECT x.value, r.sample_id FROM results r JOIN metrics x ON x.result_id = r.id
+WHERE r.run_id = ? AND x.name = ? AND r.experiment = ? ORDER BY r.id
+"""
+_EPOCHS_SQL = "SELECT count(DISTINCT epoch) FROM results WHERE run_id = ?"
 _ATTEMPTS_SQL = """
 SELECT experiment, sample_id, count(*), sum(status = 'passed') FROM results
 WHERE run_id = ? GROUP BY experiment, sample_id ORDER BY min(id)
 """
+# The checks a failed result failed: top-level metrics in [0, 0.5) (`failure_key`'s rule).
 _FAILED_SQL = """
 SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason,
-    (SELECT json_group_object(x.name, x.value) FROM metrics x WHERE x.result_id = r.id)
+    (SELECT group_concat(name, ', ') FROM (SELECT x.name FROM metrics x
+     WHERE x.result_id = r.id AND instr(x.name, '.') = 0 AND x.value >= 0 AND x.value < 0.5
+     ORDER BY x.name))
 FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
 """
 _VALUES_SQL = """
-SELECT experiment, iif(status = 'error', 0.0, score), latency_ms, tokens FROM results
-WHERE run_id = ? ORDER BY id
+SELECT iif(status = 'error', 0.0, score), latency_ms, tokens FROM results
+WHERE run_id = ? AND experiment = ? ORDER BY id
 """
 _OUTCOMES_SQL = """
 SELECT m.value, r.sample_id, r.epoch, r.status, r.score FROM results r
@@ -75,13 +89,13 @@ def run_charts(
 ) -> dict[str, Any]:
     """The run page's charts (as `chart_json`) and its failure groups."""
     charts: list[Chart] = [_pass_rate_chart(experiments)]
-    checks = check_chart(index.query(_METRIC_SQL, (run_id,)))
+    checks = _check_chart(index, run_id)
     if checks is not None:
         charts.append(checks)
     if slice_key:
         charts.append(_slice_chart(index, run_id, slice_key))
     charts += _epoch_charts(index, run_id)
-    charts += _distributions(index, run_id)
+    charts += _distributions(index, run_id, [e["name"] for e in experiments])
     return {
         "slice": slice_key,
         "charts": [chart_json(chart) for chart in charts],
@@ -108,19 +122,27 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _check_chart(index: ResultIndex, run_id: str) -> BarChart | None:
+    rates = []
+    for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
+        if binary == n and samples == n:  # what `estimate` does for such values
+            found = estimate_counts(int(total), n)
+        else:
+            rows = index.query(_METRIC_ROWS_SQL, (run_id, name, experiment))
+            found = estimate([v for v, _ in rows], [c for _, c in rows])
+        rates.append(CheckRate(name, experiment, found, n, bool(unit)))
+    return check_rates_chart(rates)
+
+
 def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
-    passes: dict[tuple[str, str], list[float]] = {}
-    samples: dict[tuple[str, str], list[str]] = {}
-    for experiment, value, sample, passed in index.query(_SLICE_SQL, (run_id, key)):
-        passes.setdefault((value, experiment), []).append(float(passed))
-        samples.setdefault((value, experiment), []).append(sample)
     marks = []
-    for value, experiment in sorted(passes, key=lambda k: k[0]):
-        vs = passes[(value, experiment)]
-        rate, low, high = estimate(vs, samples[(value, experiment)])
-        marks.append(
-            Mark(label=value, series=experiment, value=rate, low=low, high=high, n=len(vs))
-        )
+    for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
+        if samples == n:  # what `estimate` does for 0/1 values of distinct samples
+            rate, low, high = estimate_counts(passes, n)
+        else:
+            rows = index.query(_SLICE_ROWS_SQL, (run_id, key, value, experiment))
+            rate, low, high = estimate([float(p) for p, _ in rows], [c for _, c in rows])
+        marks.append(Mark(label=value, series=experiment, value=rate, low=low, high=high, n=n))
     return BarChart(
         id="chart-slice",
         title=f"Pass rate by {key}",
@@ -131,6 +153,9 @@ def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
 
 
 def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
+    ((epochs,),) = index.query(_EPOCHS_SQL, (run_id,))
+    if epochs < 2:  # one attempt per sample: no pass@k, nothing flaky
+        return []
     attempts: dict[str, list[tuple[int, int]]] = {}
     flaky = []
     for experiment, sample, n, passes in index.query(_ATTEMPTS_SQL, (run_id,)):
@@ -147,12 +172,15 @@ def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
     return out
 
 
-def _distributions(index: ResultIndex, run_id: str) -> list[Chart]:
-    columns: dict[str, dict[str, list[float]]] = {"score": {}, "latency": {}, "tokens": {}}
-    for experiment, score, latency, tokens in index.query(_VALUES_SQL, (run_id,)):
-        columns["score"].setdefault(experiment, []).append(score)
-        columns["latency"].setdefault(experiment, []).append(latency)
-        columns["tokens"].setdefault(experiment, []).append(float(tokens))
+def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) -> list[Chart]:
+    import numpy as np
+
+    columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
+    for experiment in experiments:
+        rows = index.query(_VALUES_SQL, (run_id, experiment))
+        array = np.asarray(rows, dtype=float).reshape(-1, 3)
+        for i, key in enumerate(columns):
+            columns[key][experiment] = array[:, i]
     out: list[Chart] = []
     specs: tuple[tuple[str, str, Format], ...] = (
         ("score", "Score", "num"),
@@ -171,11 +199,13 @@ def _distributions(index: ResultIndex, run_id: str) -> list[Chart]:
 
 def _failures(index: ResultIndex, run_id: str) -> dict[str, Any]:
     items = []
-    for rid, experiment, sample, epoch, error, kind, reason, metrics in index.query(
+    for rid, experiment, sample, epoch, error, kind, reason, failing in index.query(
         _FAILED_SQL, (run_id,)
     ):
-        checks = json.loads(metrics) if metrics else {}
-        key = failure_key(error=error, error_kind=kind, reason=reason, checks=checks)
+        if error is None and failing:  # `failure_key` of these checks, found by SQL
+            key = f"failed check: {failing}"
+        else:
+            key = failure_key(error=error, error_kind=kind, reason=reason, checks={})
         items.append((key, (experiment, sample, epoch, str(rid))))
     groups, total = group_failures(items)
     return {

@@ -34,7 +34,7 @@ from ._diff import pair_diff
 from ._html_report import render_html_report
 from ._viewer_charts import comparison_charts, run_charts, slice_comparisons, slice_keys
 from ._viewer_index import ResultIndex
-from ._viewer_types import IndexedRun, ResultRow
+from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
     comparison_view,
@@ -158,7 +158,7 @@ class ViewerData:
     def run(self, run_id: str) -> dict[str, Any]:
         """One run: head, per-experiment statistics, and the values the filters take."""
         run = self._run(run_id)
-        facets = self._index.facets(run_id)
+        facets = self._facets(run_id)
         return {
             **self._run_head(run),
             "experiments": self._summaries.get(run_id, lambda: self._summarize(run_id)),
@@ -212,22 +212,34 @@ class ViewerData:
             NotFoundError: no such run.
             ViewerError: no result has metadata key `slice_key`.
         """
-        run = self.run(run_id)
-        keys = run["slice_keys"]
-        if slice_key is None:
-            slice_key = keys[0] if keys else ""
-        elif slice_key and slice_key not in run["facets"]["metadata"]:
-            known = ", ".join(run["facets"]["metadata"]) or "none (no metadata)"
-            raise ViewerError(f"no result has metadata key {slice_key!r}; keys: {known}")
-        key = slice_key or None
+        key, keys = self._slice_key(run_id, slice_key)
 
         def make() -> dict[str, Any]:
+            experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
             made: dict[str, Any] = json_safe(
-                run_charts(self._index, run_id, run["experiments"], slice_key=key)
+                run_charts(self._index, run_id, experiments, slice_key=key)
             )
             return made
 
         return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+
+    def _facets(self, run_id: str) -> Facets:
+        self._run(run_id)
+        # The index does not change: its facets are computed once per run.
+        return self._summaries.get(("facets", run_id), lambda: self._index.facets(run_id))
+
+    def _slice_key(self, run_id: str, asked: str | None) -> tuple[str | None, list[str]]:
+        """The slice key to chart (None: none) and the keys worth slicing on."""
+        metadata = self._facets(run_id).metadata
+        keys = slice_keys(metadata)
+        if asked is None:
+            return (keys[0] if keys else None), keys
+        if asked and asked not in metadata:
+            known = ", ".join(metadata) or "none (no metadata)"
+            raise ViewerError(
+                f"no result of run {run_id!r} has metadata key {asked!r}; keys: {known}"
+            )
+        return asked or None, keys
 
     def results(self, run_id: str, query: Iterable[tuple[str, str]]) -> dict[str, Any]:
         """One page of the results grid (see `parse_results_query` for the parameters).
@@ -320,15 +332,7 @@ class ViewerData:
             ViewerError: both sides are the same, or no result has `slice_key`.
         """
         comparison = self._compared(baseline, treatment)[1]
-        run = self.run(baseline.run_id)
-        keys = run["slice_keys"]
-        if slice_key is None:
-            slice_key = keys[0] if keys else ""
-        elif slice_key and slice_key not in run["facets"]["metadata"]:
-            raise ViewerError(
-                f"no result of run {baseline.run_id!r} has metadata key {slice_key!r}"
-            )
-        key = slice_key or None
+        key, keys = self._slice_key(baseline.run_id, slice_key)
         charts = self._charts.get(
             ("compare", baseline, treatment, key),
             lambda: self._compare_charts(baseline, treatment, comparison, key),
