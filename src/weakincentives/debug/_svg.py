@@ -34,6 +34,7 @@ __all__ = [
     "Histogram",
     "Mark",
     "chart_css",
+    "chart_json",
     "fmt",
 ]
 

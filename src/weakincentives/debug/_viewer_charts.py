@@ -27,7 +27,13 @@ from ._figures import (
 from ._svg import BarChart, Chart, Format, Histogram, Mark, chart_json
 from ._viewer_index import ResultIndex
 
-__all__ = ["MAX_SLICE_VALUES", "comparison_charts", "run_charts", "slice_keys"]
+__all__ = [
+    "MAX_SLICE_VALUES",
+    "comparison_charts",
+    "run_charts",
+    "slice_comparisons",
+    "slice_keys",
+]
 
 MAX_SLICE_VALUES = 20
 """A metadata key is offered for slicing when it takes 2 to this many values."""
