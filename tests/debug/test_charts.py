@@ -340,3 +340,39 @@ def test_pair_diff_of_structured_outputs_and_different_tool_calls() -> None:
     assert diff["tool_calls"] == [
         {"op": "replace", "a": ['add {"a": 1}'], "b": ['mul {"a": 1}  [failed: boom]']}
     ]
+
+
+# -- provenance -----------------------------------------------------------------------------
+
+
+def test_provenance_rows_show_what_the_manifest_records() -> None:
+    from weakincentives.debug._provenance import provenance_rows
+
+    manifest = {
+        "format_version": 1, "run_id": "r", "created_at": "2026-01-02T03:04:05Z",
+        "status": "complete",
+        "fingerprint": {
+            "dataset_sha256": "ab" * 32, "target": "agent.run", "evaluators": ["exact", "judge"],
+            "experiments": [{"name": "baseline", "overrides_tag": None, "flags": {}},
+                            {"name": "careful", "overrides_tag": "careful", "flags": {}}],
+            "package_version": "0.1.0", "git_commit": "abc123", "epochs": 3,
+            "extra": {"model": "gpt-x", "temperature": 0.2},
+        },
+        "counts": {"results": 3}, "config": {"max_concurrent": 16},
+        "provenance": {"command_line": "wink eval run ..."},
+    }  # fmt: skip
+    rows = dict(provenance_rows(manifest))
+    assert rows["Created"] == "2026-01-02T03:04:05Z"
+    assert rows["Evaluators"] == "exact, judge"
+    assert rows["Experiments"] == 'baseline, careful {"overrides_tag": "careful"}'
+    assert (rows["Git commit"], rows["Epochs"], rows["model"]) == ("abc123", "3", "gpt-x")
+    assert rows["provenance"] == '{"command_line": "wink eval run ..."}'
+    assert rows["config: max_concurrent"] == "16"
+    assert "counts" not in rows and "format_version" not in rows
+
+
+def test_run_page_and_report_carry_the_provenance(runs: DemoRuns, client: TestClient) -> None:
+    rows = dict(map(tuple, client.get("/api/runs/run-a").json()["provenance"]))
+    assert rows["Dataset sha256"] == "0" * 64 and rows["Epochs"] == "1"
+    html = render_html_report(EvalReport.load(runs.root / "run-a"))
+    assert "Run: what produced it" in html and "0" * 64 in html

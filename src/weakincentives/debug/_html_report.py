@@ -27,13 +27,14 @@ from weakincentives.evals import (
     Summary,
 )
 
+from ._provenance import provenance_rows
 from ._report_charts import (
     comparison_charts,
     distribution_charts,
     epoch_charts,
+    failures_html,
     figure_html,
     report_checks,
-    report_failures,
     slice_chart,
     summary_chart,
 )
@@ -122,11 +123,12 @@ def render_html_report(
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(_headline(report))}</p>',
+        _provenance_section(report),
         _summary_section(report),
         _comparison_section(report, comparisons, keys[0] if keys else None),
         _charts_section(report),
         _slice_section(report, keys),
-        _failures_section(report),
+        failures_html(report),
         _flips_section(comparisons),
         f'<p class="muted">weakincentives {_e(_version())}</p>',
     ]
@@ -163,6 +165,17 @@ def _headline(report: EvalReport) -> str:
     if report.expected_count is not None:
         parts.append("complete" if report.complete else f"incomplete: {report.missing} missing")
     return ", ".join(parts)
+
+
+def _provenance_section(report: EvalReport) -> str:
+    rows = provenance_rows(report.config)
+    if not rows:
+        return ""
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        f'<details class="provenance"><summary>Run: what produced it</summary>'
+        f'<table class="stats">{cells}</table></details>'
+    )
 
 
 # -- summary ------------------------------------------------------------------------------
@@ -297,32 +310,6 @@ def _charts_section(report: EvalReport) -> str:
         return ""
     figures = "".join(figure_html(chart) for chart in charts)
     return f'<h2>Charts</h2>\n<div class="charts">{figures}</div>'
-
-
-def _failures_section(report: EvalReport) -> str:
-    groups, total = report_failures(report)
-    if not groups:
-        return ""
-    items = []
-    for g in groups:
-        shown = ", ".join(
-            f"{sample}" + (f"@{epoch}" if epoch else "") + f" ({experiment})"
-            for experiment, sample, epoch, _ in g.examples
-        )
-        more = g.count - len(g.examples)
-        tail = f" and {more} more" if more > 0 else ""
-        items.append(
-            f'<details class="failure"><summary><span class="group-count">{g.count}</span> '
-            f"{_e(g.key)}</summary><p>{_e(shown)}{tail}</p></details>"
-        )
-    not_passed = report.failed_count
-    omitted = total - len(groups)
-    note = f'<p class="muted">and {omitted} smaller groups</p>' if omitted > 0 else ""
-    return (
-        f'<section class="block"><h2>Failures</h2><p class="muted">{not_passed} results did '
-        f"not pass, in {total} groups (by error kind and message, or by the checks that "
-        "failed; numbers masked as #).</p>" + "".join(items) + note + "</section>"
-    )
 
 
 def _flips_section(comparisons: Sequence[ExperimentComparison]) -> str:

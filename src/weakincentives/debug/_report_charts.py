@@ -28,6 +28,7 @@ __all__ = [
     "comparison_charts",
     "distribution_charts",
     "epoch_charts",
+    "failures_html",
     "figure_html",
     "report_checks",
     "report_failures",
@@ -202,6 +203,33 @@ def report_failures(report: EvalReport) -> tuple[list[FailureGroup], int]:
         )
         for r in report.results
         if not r.passed
+    )
+
+
+def failures_html(report: EvalReport) -> str:
+    """The report's failure groups as an HTML section (each group collapsed)."""
+    groups, total = report_failures(report)
+    if not groups:
+        return ""
+    items = []
+    for g in groups:
+        shown = ", ".join(
+            f"{sample}" + (f"@{epoch}" if epoch else "") + f" ({experiment})"
+            for experiment, sample, epoch, _ in g.examples
+        )
+        more = g.count - len(g.examples)
+        tail = f" and {more} more" if more > 0 else ""
+        items.append(
+            f'<details class="failure"><summary><span class="group-count">{g.count}</span> '
+            f"{_e(g.key)}</summary><p>{_e(shown)}{tail}</p></details>"
+        )
+    not_passed = report.failed_count
+    omitted = total - len(groups)
+    note = f'<p class="muted">and {omitted} smaller groups</p>' if omitted > 0 else ""
+    return (
+        f'<section class="block"><h2>Failures</h2><p class="muted">{not_passed} results did '
+        f"not pass, in {total} groups (by error kind and message, or by the checks that "
+        "failed; numbers masked as #).</p>" + "".join(items) + note + "</section>"
     )
 
 

@@ -32,6 +32,7 @@ from weakincentives.evals import (
 
 from ._diff import pair_diff
 from ._html_report import render_html_report
+from ._provenance import provenance_rows
 from ._viewer_charts import comparison_charts, run_charts, slice_comparisons, slice_keys
 from ._viewer_index import ResultIndex
 from ._viewer_types import Facets, IndexedRun, ResultRow
@@ -187,6 +188,7 @@ class ViewerData:
             "status": None,
             "created_at": None,
             "expected": None,
+            "provenance": [],
         }
         try:
             handle = RunStore(run.path.parent).open(run.path)
@@ -196,6 +198,7 @@ class ViewerData:
         manifest = handle.manifest
         head["created_at"] = manifest.created_at.isoformat()
         head["expected"] = manifest.counts.expected
+        head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
         return head
 
     def _summarize(self, run_id: str) -> list[dict[str, Any]]:

@@ -57,6 +57,7 @@ export async function renderRun(view, runId, params, isCurrent) {
       ? h("p", { class: "warning" }, `${run.skipped_count} unreadable lines skipped: `,
         run.skipped.join("; "))
       : null,
+    provenancePanel(run),
     chartsPanel(run, charts, params),
     failuresPanel(run, charts.failures),
     filterForm(run, params),
@@ -70,6 +71,14 @@ export function listQuery(params) {
   const query = new URLSearchParams(params);
   for (const key of ["slice", "pos"]) query.delete(key);
   return query;
+}
+
+function provenancePanel(run) {
+  if (!run.provenance.length) return null;
+  return h("details", { class: "panel provenance", id: "provenance" },
+    h("summary", {}, "Provenance: what produced this run"),
+    h("dl", { class: "inline" }, run.provenance.map(([label, text]) =>
+      [h("dt", {}, label), h("dd", { dataset: { field: label } }, text)])));
 }
 
 function chartsPanel(run, charts, params) {

@@ -1,0 +1,76 @@
+"""What produced a run, as labelled rows for the viewer's run page and the HTML report.
+
+`provenance_rows(manifest)` reads a run's manifest (`run.json` as JSON data): when it
+was made, the fingerprint (dataset hash, target, evaluators, experiments, package
+version, git commit, epochs and anything else recorded, such as models), and the run's
+settings. Fields it does not know are shown too, under their own names, so what a newer
+manifest records is never hidden. Values are text; nested values compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["provenance_rows"]
+
+_FINGERPRINT_LABELS = {
+    "dataset_sha256": "Dataset sha256",
+    "target": "Target",
+    "evaluators": "Evaluators",
+    "experiments": "Experiments",
+    "package_version": "Package version",
+    "git_commit": "Git commit",
+    "epochs": "Epochs",
+}
+_SKIP = {"format_version", "run_id", "updated_at", "counts", "fingerprint", "config", "status"}
+
+
+def provenance_rows(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """`(label, text)` rows describing the run of `manifest` (empty values left out)."""
+    rows: list[tuple[str, str]] = []
+    _add(rows, "Created", manifest.get("created_at"))
+    fingerprint = manifest.get("fingerprint")
+    if isinstance(fingerprint, Mapping):
+        for key, label in _FINGERPRINT_LABELS.items():
+            value = fingerprint.get(key)
+            if key == "experiments" and isinstance(value, list):
+                value = [_experiment(e) for e in value]
+            _add(rows, label, value)
+        extra = fingerprint.get("extra")
+        if isinstance(extra, Mapping):
+            for key, value in extra.items():
+                _add(rows, str(key), value)
+        for key, value in fingerprint.items():
+            if key not in _FINGERPRINT_LABELS and key != "extra":
+                _add(rows, str(key), value)
+    for key, value in manifest.items():
+        if key not in _SKIP and key != "created_at":
+            _add(rows, str(key), value)
+    config = manifest.get("config")
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            _add(rows, f"config: {key}", value)
+    return rows
+
+
+def _experiment(value: Any) -> Any:
+    if isinstance(value, Mapping) and "name" in value:
+        rest = {k: v for k, v in value.items() if k != "name" and v not in (None, {}, [], "")}
+        return value["name"] + (f" {_text(rest)}" if rest else "")
+    return value
+
+
+def _add(rows: list[tuple[str, str]], label: str, value: Any) -> None:
+    if value is None or value == "" or value == [] or value == {}:
+        return
+    rows.append((label, _text(value)))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ", ".join(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
