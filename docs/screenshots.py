@@ -42,7 +42,7 @@ def shoot(page: Any, url: str, path: Path, height: int) -> None:
     """Open `url` and capture its top `height` pixels to `path`."""
     page.goto(url)
     page.wait_for_load_state("networkidle")
-    page.wait_for_function("!document.body.dataset.loading")
+    page.locator("body:not([data-loading])").wait_for(state="attached")
     full = page.evaluate("document.documentElement.scrollHeight")
     clip = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": min(full, height)}
     page.screenshot(path=str(path), clip=clip, full_page=True)

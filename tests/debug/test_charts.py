@@ -376,3 +376,8 @@ def test_run_page_and_report_carry_the_provenance(runs: DemoRuns, client: TestCl
     assert rows["Dataset sha256"] == "0" * 64 and rows["Epochs"] == "1"
     html = render_html_report(EvalReport.load(runs.root / "run-a"))
     assert "Run: what produced it" in html and "0" * 64 in html
+
+
+def test_a_check_of_values_in_the_unit_range_keeps_its_interval_in_it() -> None:
+    mean, low, high = estimate([1.0, 1.0, 1.0, 0.9], ["a", "b", "c", "d"])
+    assert mean == pytest.approx(0.975) and 0.0 <= low < mean < high == 1.0

@@ -50,23 +50,25 @@ def estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[flo
     """`(mean, low, high)` of `values` with the interval `summarize` would give.
 
     0/1 values get a Wilson interval; other values the mean's interval; when a cluster
-    (sample) repeats, the cluster-robust interval, clipped to [0, 1] for values in it.
+    (sample) repeats, the cluster-robust interval. Intervals of values in [0, 1] are
+    clipped to [0, 1].
     NaN ends mean the interval is unknown (one value, or one cluster).
     """
     n = len(values)
     if n == 0:
         return 0.0, math.nan, math.nan
     binary = all(v in (0.0, 1.0) for v in values)
+    if len(set(clusters)) == n and binary:
+        return estimate_counts(int(sum(values)), n)
     if len(set(clusters)) == n:
-        if binary:
-            return estimate_counts(int(sum(values)), n)
-        mean = stats.mean_ci(values)
-        return mean.mean, mean.low, mean.high
-    clustered = stats.clustered_mean(values, clusters)
-    low, high = clustered.low, clustered.high
-    if all(0.0 <= v <= 1.0 for v in values):
+        found = stats.mean_ci(values)
+        mean, low, high = found.mean, found.low, found.high
+    else:
+        clustered = stats.clustered_mean(values, clusters)
+        mean, low, high = clustered.mean, clustered.low, clustered.high
+    if all(0.0 <= v <= 1.0 for v in values):  # a rate of values in [0, 1] stays in it
         low, high = _clip01(low), _clip01(high)
-    return clustered.mean, low, high
+    return mean, low, high
 
 
 def estimate_counts(successes: int, n: int) -> tuple[float, float, float]:
