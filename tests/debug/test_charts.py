@@ -366,7 +366,7 @@ def test_provenance_rows_show_what_the_manifest_records() -> None:
     assert rows["Evaluators"] == "exact, judge"
     assert rows["Experiments"] == 'baseline, careful {"overrides_tag": "careful"}'
     assert (rows["Git commit"], rows["Epochs"], rows["model"]) == ("abc123", "3", "gpt-x")
-    assert rows["provenance"] == '{"command_line": "wink eval run ..."}'
+    assert rows["command_line"] == "wink eval run ..."
     assert rows["config: max_concurrent"] == "16"
     assert "counts" not in rows and "format_version" not in rows
 
@@ -381,3 +381,30 @@ def test_run_page_and_report_carry_the_provenance(runs: DemoRuns, client: TestCl
 def test_a_check_of_values_in_the_unit_range_keeps_its_interval_in_it() -> None:
     mean, low, high = estimate([1.0, 1.0, 1.0, 0.9], ["a", "b", "c", "d"])
     assert mean == pytest.approx(0.975) and 0.0 <= low < mean < high == 1.0
+
+
+def test_provenance_rows_read_the_recorded_run_provenance() -> None:
+    from weakincentives.debug._provenance import provenance_rows
+
+    manifest = {
+        "created_at": "2026-01-02T03:04:05Z",
+        "fingerprint": {"dataset_sha256": "cd" * 32, "package_version": "0.1.0", "epochs": 1},
+        "provenance": {
+            "agent": {"provider": "openai", "model": "gpt-x", "base_url": "http://h/v1",
+                      "parameters": {"temperature": 0.2}, "adapter": "OpenAIAdapter",
+                      "version": "1.0"},
+            "judges": [{"provider": "anthropic", "model": "claude-y", "parameters": {}}],
+            "dataset": {"path": "data/q.jsonl", "sha256": "cd" * 32},
+            "command": ["wink", "eval", "run", "my agent.py"], "git_commit": "abc",
+            "git_dirty": True, "package_version": "0.1.0", "python_version": "3.11.7",
+            "host": "box", "tags": ["nightly"],
+        },
+    }  # fmt: skip
+    rows = provenance_rows(manifest)
+    labels = [label for label, _ in rows]
+    assert labels[:4] == ["Created", "Model", "Base URL", "Parameters"]
+    found = dict(rows)
+    assert found["Model"] == "openai gpt-x" and found["Judge"] == "anthropic claude-y"
+    assert found["Command line"] == "wink eval run 'my agent.py'"
+    assert found["Git commit"] == "abc (dirty)" and found["tags"] == "nightly"
+    assert labels.count("Dataset sha256") == 1 and labels.count("Package version") == 1
