@@ -18,10 +18,11 @@ from starlette.testclient import TestClient
 
 from tests.debug.viewer_data import DemoRuns, write_runs
 from weakincentives.debug import create_viewer_app, render_html_report
+from weakincentives.debug._charts import Histogram
 from weakincentives.debug._diff import pair_diff
 from weakincentives.debug._figures import estimate, failure_key, group_failures, pass_at_k_curve
 from weakincentives.debug._report_charts import report_failures
-from weakincentives.debug._svg import BarChart, Histogram, Mark, fmt
+from weakincentives.debug._svg import BarChart, Mark, fmt
 from weakincentives.evals import (
     EvalReport,
     EvalResult,

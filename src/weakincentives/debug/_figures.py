@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from weakincentives.evals import stats
 
-from ._svg import BarChart, Curve, Mark
+from ._charts import Curve
+from ._svg import BarChart, Mark
 
 __all__ = [
     "MAX_CHECKS",

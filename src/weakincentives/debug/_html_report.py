@@ -27,6 +27,7 @@ from weakincentives.evals import (
     Summary,
 )
 
+from ._charts import Chart, chart_css
 from ._provenance import provenance_rows
 from ._report_charts import (
     comparison_charts,
@@ -38,7 +39,6 @@ from ._report_charts import (
     slice_chart,
     summary_chart,
 )
-from ._svg import Chart, chart_css
 
 __all__ = ["render_html_report", "write_html_report"]
 

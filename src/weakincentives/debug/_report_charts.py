@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from weakincentives.errors import InvalidStatisticError
 from weakincentives.evals import EvalReport, EvalResult, ExperimentComparison, Summary
 
+from ._charts import Chart, Curve, Histogram
 from ._figures import (
     FailureGroup,
     check_chart,
@@ -22,7 +23,7 @@ from ._figures import (
     flaky_chart,
     group_failures,
 )
-from ._svg import BarChart, Chart, Curve, Format, Histogram, Mark
+from ._svg import BarChart, Format, Mark
 
 __all__ = [
     "comparison_charts",

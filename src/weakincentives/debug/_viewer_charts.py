@@ -14,6 +14,7 @@ from typing import Any
 
 from weakincentives.evals import OutcomeComparison, Outcomes, compare_outcomes
 
+from ._charts import Chart, Histogram, chart_json
 from ._figures import (
     CheckRate,
     check_rates_chart,
@@ -24,7 +25,7 @@ from ._figures import (
     group_failures,
     pass_at_k_curve,
 )
-from ._svg import BarChart, Chart, Format, Histogram, Mark, chart_json
+from ._svg import BarChart, Format, Mark
 from ._viewer_index import ResultIndex
 
 __all__ = [
