@@ -391,3 +391,12 @@ def test_epochs_show_pass_at_k_and_the_flaky_samples(page: Any, epochs_url: str)
         assert ys == pytest.approx([report.pass_at_k(k, experiment=name) for k in (1, 2, 3)])
     flaky = {(m["series"], m["label"]) for m in drawn(page, "chart-flaky")}
     assert flaky == {(f.experiment_name, f.sample_id) for f in report.flaky_samples()}
+
+
+def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any, url: str) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=baseline&status=error")
+    page.locator('tr[data-sample="s11"] a.sample-link').click()
+    expect(page.locator("#sample-title")).to_have_text("s11")
+    expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
+    expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
+    expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")
