@@ -164,6 +164,8 @@ document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey) return;
   const target = event.target;
   if (target && (target.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(target.tagName))) return;
+  // A focused link, button or summary keeps its own Enter (and the browser's keys).
+  if (target && target.closest && target.closest("a, button, summary")) return;
   const handler = keyHandlers[event.key];
   if (handler) {
     event.preventDefault();
