@@ -409,3 +409,14 @@ def test_provenance_rows_read_the_recorded_run_provenance() -> None:
     assert found["Command line"] == "wink eval run 'my agent.py'"
     assert found["Git commit"] == "abc (dirty)" and found["tags"] == "nightly"
     assert labels.count("Dataset sha256") == 1 and labels.count("Package version") == 1
+
+
+def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
+    from weakincentives.debug._figures import flaky_chart
+
+    flaky = [("x", f"s{i:02d}", 4, 1 + i % 3) for i in range(25)]
+    chart = flaky_chart(flaky)
+    assert chart is not None and chart.title == "Epochs: 25 flaky samples"
+    assert len(chart.marks) == 20 and "5 more not drawn" in chart.note
+    assert [m.value for m in chart.marks][:9] == [0.25] * 9
+    assert flaky_chart([]) is None

@@ -226,11 +226,15 @@ class Curve:
                         f'data-x="{k}" data-value="{num_attr(v)}"><title>{esc(name)}, '
                         f"{esc(self.x_label)}={k}: {fmt(v, self.format)}</title></circle>"
                     )
+            # The value at the last x, beside the line: one line only (several would
+            # overlap where the lines meet; the legend and the table name them).
             last = ys[-1] if ys else math.nan
-            body.append(
-                f'<text class="value" x="{x1 + 8}" y="{py(last) + 4 if finite(last) else y1:.1f}">'
-                f"{esc(clip(name, 14))} {fmt(last, self.format)}</text></g>"
-            )
+            if len(self.series) == 1 and finite(last):
+                body.append(
+                    f'<text class="value" x="{x1 + 8}" y="{py(last) + 4:.1f}">'
+                    f"{fmt(last, self.format)}</text>"
+                )
+            body.append("</g>")
         for i, k in enumerate(self.xs):
             body.append(
                 f'<text class="tick" x="{px(i):.1f}" y="{y1 + 14}" text-anchor="middle">'

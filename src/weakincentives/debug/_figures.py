@@ -204,7 +204,11 @@ def flaky_chart(
     id: str = "chart-flaky",
     limit: int = 30,
 ) -> BarChart | None:
-    """The flaky samples' pass rates from `(experiment, sample, attempts, passes)`."""
+    """The flaky samples' pass rates from `(experiment, sample, attempts, passes)`.
+
+    The `limit` least reliable are drawn (lowest share of passing attempts first); the
+    note says how many more there are.
+    """
     marks = [
         Mark(label=sample, series=experiment, value=passes / attempts, n=attempts)
         for experiment, sample, attempts, passes in flaky
