@@ -202,7 +202,7 @@ def flaky_chart(
     flaky: Iterable[tuple[str, str, int, int]],
     *,
     id: str = "chart-flaky",
-    limit: int = 30,
+    limit: int = 20,
 ) -> BarChart | None:
     """The flaky samples' pass rates from `(experiment, sample, attempts, passes)`.
 
