@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all demo test check lint format typecheck bench clean system-deps docs docs-serve
+.PHONY: all demo test check lint format typecheck bench clean system-deps docs docs-serve screenshots
 
 all: check
 
@@ -52,6 +52,10 @@ docs-serve: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Pictures of the viewer and the HTML report for the docs (docs/images/), from the demo.
+screenshots: $(STAMP) system-deps
+	$(BIN)/python docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site

@@ -3,7 +3,11 @@
 The viewer serves two runs written with the real `RunStore` (see `viewer_data.py`) from a
 background thread on an ephemeral port. The scenario: open the run, filter to failures,
 open a sample and see its tool calls, search a word found in one model message, open the
-A/B page and see the flipped samples. Screenshots go to `tests/screenshots/` (gitignored).
+A/B page and see the flipped samples. Then the pictures: every chart's marks (read from
+the DOM) carry the numbers `summarize` and `compare_results` give; the failure groups;
+a flipped sample side by side with its diff; the keyboard between samples; the dark
+theme; the HTML report offline; pass@k and flaky samples of a run with epochs.
+Screenshots go to `tests/screenshots/` (gitignored).
 
 Chromium is required: without it these tests skip locally and fail under `CI=true`.
 """
@@ -20,7 +24,17 @@ from typing import Any
 import pytest
 
 from tests.debug.viewer_data import UNIQUE_WORD, XSS, DemoRuns, write_runs
-from weakincentives.debug import ViewerServer
+from weakincentives.clock import FakeClock
+from weakincentives.debug import ViewerServer, write_html_report
+from weakincentives.evals import (
+    EvalReport,
+    EvalResult,
+    Fingerprint,
+    RunStore,
+    Score,
+    compare_results,
+    summarize,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -171,3 +185,218 @@ def test_model_output_is_shown_as_text_not_markup(page: Any, url: str) -> None:
     expect(page.locator("pre.output")).to_have_text(XSS)
     assert page.evaluate("window.__xss") is None
     assert page.locator("main img").count() == 0
+
+
+# -- charts, failures, side by side, keyboard ------------------------------------------------
+
+MARKS_JS = """els => els.map(e => ({label: e.dataset.label, series: e.dataset.series,
+    value: Number(e.dataset.value), low: e.dataset.low === '' ? null : Number(e.dataset.low),
+    high: e.dataset.high === '' ? null : Number(e.dataset.high)}))"""
+
+
+def drawn(page: Any, chart_id: str) -> list[dict[str, Any]]:
+    """The marks of a chart as the browser has them in the DOM."""
+    locator = page.locator(f"#{chart_id} svg g.mark")
+    expect(locator.first).to_be_attached()
+    marks: list[dict[str, Any]] = locator.evaluate_all(MARKS_JS)
+    return marks
+
+
+def test_run_page_charts_show_the_runs_numbers(page: Any, url: str, runs: DemoRuns) -> None:
+    open_run(page, url)
+    results = runs.results["run-a"]
+    for mark in drawn(page, "chart-pass-rate"):
+        s = summarize(r for r in results if r.experiment_name == mark["label"])
+        assert (mark["value"], mark["low"], mark["high"]) == (
+            s.pass_rate, s.pass_rate_low, s.pass_rate_high,
+        )  # fmt: skip
+    sliced = drawn(page, "chart-slice")
+    assert len(sliced) == 4
+    for mark in sliced:
+        s = summarize(
+            r for r in results
+            if r.experiment_name == mark["series"] and r.metadata["difficulty"] == mark["label"]
+        )  # fmt: skip
+        assert mark["value"] == s.pass_rate
+        assert mark["low"] == pytest.approx(s.pass_rate_low)
+    for mark in drawn(page, "chart-checks"):
+        s = summarize(r for r in results if r.experiment_name == mark["series"])
+        assert mark["value"] == pytest.approx(s.metrics[mark["label"]])
+    counts = page.locator("#chart-latency svg g.series").evaluate_all(
+        "gs => gs.map(g => [...g.querySelectorAll('rect.bin')]"
+        ".reduce((n, r) => n + Number(r.dataset.count), 0))"
+    )
+    assert counts == [20, 20]
+    # The table fallback says the same in text.
+    page.locator("#chart-pass-rate summary").click()
+    first = summarize(r for r in results if r.experiment_name == "baseline")
+    expect(page.locator("#chart-pass-rate table")).to_contain_text(f"{first.pass_rate * 100:.1f}%")
+
+
+def test_the_slice_picker_redraws_the_slice_chart(page: Any, url: str) -> None:
+    open_run(page, url)
+    page.select_option("#slice-key", "level")
+    expect(page.locator("#chart-slice figcaption")).to_have_text("Pass rate by level")
+    assert {m["label"] for m in drawn(page, "chart-slice")} == {"0", "1", "2"}
+    assert "slice=level" in page.url
+    expect(page.locator("#result-count")).to_have_text(f"1{DASH}40 of 40")
+
+
+def test_failures_are_grouped_by_failing_check_or_error(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
+    open_run(page, url)
+    failed = runs.of("run-a", lambda r: not r.passed and not r.is_error)
+    group = page.locator('#failures details[data-key="failed check: correct"]')
+    expect(group).to_have_attribute("data-count", str(len(failed)))
+    expect(
+        page.locator('#failures details[data-key="timeout: timed out after # s"]')
+    ).to_have_count(1)
+    group.locator("summary").click()
+    group.locator("a.chip").first.click()
+    expect(page.locator("#sample-title")).to_have_text(sorted(r.sample_id for r in failed)[0])
+
+
+def test_compare_page_charts_show_the_paired_numbers(page: Any, url: str, runs: DemoRuns) -> None:
+    page.goto(f"{url}#/compare?base_run=run-a&base=baseline&treat=concise")
+    c = compare_results(
+        runs.of("run-a", lambda r: r.experiment_name == "baseline"),
+        runs.of("run-a", lambda r: r.experiment_name == "concise"),
+        baseline_name="baseline", treatment_name="concise",
+    )  # fmt: skip
+    (delta,) = drawn(page, "chart-delta")
+    assert (delta["value"], delta["low"], delta["high"]) == (
+        c.delta,
+        c.delta_ci.low,
+        c.delta_ci.high,
+    )
+    discordant = [m["value"] for m in drawn(page, "chart-discordant")]
+    assert discordant == [len(c.regressions), len(c.improvements)]
+    assert {m["label"] for m in drawn(page, "chart-slice-delta")} == {"easy", "hard"}
+
+
+def test_a_flipped_sample_side_by_side_with_its_diff(page: Any, url: str) -> None:
+    page.goto(f"{url}#/compare?base_run=run-a&base=baseline&treat=concise")
+    page.locator('#regressions tr[data-sample="s05"] a.pair-link').click()
+    expect(page.locator("#pair-title")).to_have_text("s05")
+    expect(page.locator("#pair-baseline")).to_contain_text("passed")
+    expect(page.locator("#pair-treatment")).to_contain_text("failed")
+    expect(page.locator("#output-diff td.del")).to_have_text("7")
+    expect(page.locator("#output-diff td.ins")).to_have_text("8")
+    expect(page.locator("#tools-diff-same")).to_be_visible()
+    # The sample page of either side links to the same view.
+    page.locator("#pair-baseline h2 a").click()
+    page.locator("a.pair-link").first.click()
+    expect(page.locator("#output-diff td.ins")).to_have_text("8")
+
+
+def test_keyboard_moves_between_the_samples_of_the_list(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
+    open_run(page, url)
+    page.select_option("#filter-status", "failed")
+    failed = runs.of("run-a", lambda r: not r.passed and not r.is_error)
+    order = [r.sample_id for r in failed]  # the grid's order: index order
+    expect(page.locator("#results tbody tr")).to_have_count(len(failed))
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    expect(page.locator("#sample-title")).to_have_text(order[0])
+    expect(page.locator("#sample-position")).to_have_text(f"1 of {len(failed)}")
+    page.keyboard.press("j")
+    expect(page.locator("#sample-title")).to_have_text(order[1])
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#sample-title")).to_have_text(order[2])
+    page.keyboard.press("k")
+    expect(page.locator("#sample-position")).to_have_text(f"2 of {len(failed)}")
+    page.keyboard.press("u")
+    expect(page.locator("#result-count")).to_have_text(f"1{DASH}{len(failed)} of {len(failed)}")
+    assert "status=failed" in page.url
+
+
+def test_charts_are_readable_in_the_dark_theme(browser: Any, url: str) -> None:
+    context = browser.new_context(color_scheme="dark", viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto(f"{url}#/run/run-a")
+    label = tab.locator("#chart-pass-rate svg text.label").first
+    expect(label).to_be_visible()
+    fill = label.evaluate("e => getComputedStyle(e).fill")
+    background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert _luminance(fill) > 0.7 > 0.2 > _luminance(background), (fill, background)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    tab.screenshot(path=str(SCREENSHOTS / "run_page_dark.png"), full_page=True)
+    context.close()
+
+
+def _luminance(css: str) -> float:
+    r, g, b = (int(x) for x in re.findall(r"\d+", css)[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def test_the_html_report_opens_offline_with_the_same_charts(
+    page: Any, runs: DemoRuns, tmp_path: Path
+) -> None:
+    report = EvalReport.load(runs.root / "run-a")
+    path = write_html_report(report, tmp_path / "report.html")
+    requested: list[str] = []
+
+    def refuse(route: Any) -> None:
+        requested.append(route.request.url)
+        route.abort()
+
+    page.route("http*://**/*", refuse)
+    page.goto(path.as_uri())
+    expect(page.locator("figure.chart svg").first).to_be_visible()
+    for mark, name in zip(drawn(page, "chart-pass-rate"), report.experiment_names, strict=True):
+        s = report.experiment(name).summarize()
+        assert (mark["label"], mark["value"]) == (name, s.pass_rate)
+    assert page.locator("figure.chart").count() >= 8
+    assert requested == []
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1280  # no sideways scrolling on a laptop screen
+
+
+@pytest.fixture(scope="module")
+def epochs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("epochs")
+    store = RunStore(root, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="epochs") as run:
+        for r in epoch_results():
+            run.append(r)
+    with ViewerServer(root / "epochs") as server:
+        yield server.url
+
+
+def epoch_results() -> list[EvalResult]:
+    out = []
+    for experiment, every in (("baseline", 2), ("v2", 3)):
+        for i in range(6):
+            for epoch in range(3):
+                ok = (i + epoch) % every != 0
+                out.append(
+                    EvalResult(sample_id=f"s{i}", experiment_name=experiment, epoch=epoch,
+                               latency_ms=1.0, score=Score(value=float(ok), passed=ok))
+                )  # fmt: skip
+    return out
+
+
+def test_epochs_show_pass_at_k_and_the_flaky_samples(page: Any, epochs_url: str) -> None:
+    report = EvalReport(results=tuple(epoch_results()))
+    page.goto(epochs_url)
+    points = page.locator("#chart-pass-at-k svg g.series")
+    expect(points).to_have_count(2)
+    values = points.evaluate_all(
+        "gs => gs.map(g => [...g.querySelectorAll('circle.dot')].map(c => Number(c.dataset.value)))"
+    )
+    for name, ys in zip(report.experiment_names, values, strict=True):
+        assert ys == pytest.approx([report.pass_at_k(k, experiment=name) for k in (1, 2, 3)])
+    flaky = {(m["series"], m["label"]) for m in drawn(page, "chart-flaky")}
+    assert flaky == {(f.experiment_name, f.sample_id) for f in report.flaky_samples()}
+
+
+def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any, url: str) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=baseline&status=error")
+    page.locator('tr[data-sample="s11"] a.sample-link').click()
+    expect(page.locator("#sample-title")).to_have_text("s11")
+    expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
+    expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
+    expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")

@@ -212,3 +212,34 @@ def test_a_missing_results_file_is_a_viewer_error(index: ResultIndex, tmp_path: 
     with pytest.raises(ViewerError, match=r"cannot read .*results.jsonl"):
         index.add_run(tmp_path / "empty")
     assert index.runs() == ()
+
+
+# -- the text index, built after the columns ----------------------------------------------
+
+
+def test_search_waits_for_the_text_index_and_skips_superseded_lines(tmp_path: Path) -> None:
+    run_dir = write(tmp_path, "r", [
+        result("a", error="first attempt flaky", error_kind="agent"),
+        result("a", output="the retry answered platypus"),
+        result("b", output="nothing to see"),
+    ])  # fmt: skip
+    index = ResultIndex()
+    index.add_run(run_dir)
+    index.finish()  # the text is indexed on a background thread
+    found = index.page("r", ResultFilter(search="platypus"))
+    assert [row.sample_id for row in found.rows] == ["a"]
+    assert index.page("r", ResultFilter(search="flaky")).total == 0
+    assert index.page("r", ResultFilter(search="nothing")).total == 1
+
+
+def test_a_text_index_that_cannot_be_built_refuses_searches_only(tmp_path: Path) -> None:
+    run_dir = write(tmp_path, "r", [result("a"), result("b")])
+    index = ResultIndex()
+    index.add_run(run_dir)
+    (run_dir / "results.jsonl").unlink()  # gone before the text could be read again
+    index.finish(search_in_background=False)
+    assert index.page("r", ResultFilter()).total == 2
+    with pytest.raises(ViewerError, match="search is unavailable: cannot index the text"):
+        index.page("r", ResultFilter(search="reason"))
+    with pytest.raises(ViewerError, match="not finished"):
+        ResultIndex().wait_for_search()

@@ -104,7 +104,10 @@ def test_wink_debug_warns_before_serving_on_a_shared_address(
 
 
 def test_wink_debug_refuses_a_target_it_cannot_show(tmp_path: Path) -> None:
-    result = CliRunner().invoke(wink, ["debug", str(tmp_path / "nothing"), "--no-open"])
+    # A wide terminal: the message names the (long) temp path on one line.
+    result = CliRunner().invoke(
+        wink, ["debug", str(tmp_path / "nothing"), "--no-open"], env={"COLUMNS": "500"}
+    )
     assert result.exit_code == 2
     assert "no such file or directory" in result.output
 

@@ -27,6 +27,19 @@ from weakincentives.evals import (
     Summary,
 )
 
+from ._charts import Chart, chart_css
+from ._provenance import provenance_rows
+from ._report_charts import (
+    comparison_charts,
+    distribution_charts,
+    epoch_charts,
+    failures_html,
+    figure_html,
+    report_checks,
+    slice_chart,
+    summary_chart,
+)
+
 __all__ = ["render_html_report", "write_html_report"]
 
 _MAX_FLIPS = 500
@@ -38,21 +51,30 @@ _MAX_SLICE_KEYS = 3
 _MAX_TEXT = 300
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
-max-width:1200px;padding:0 1rem;color:#1b1f24;background:#fff}
-h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.2rem;margin:2rem 0 .5rem;
-border-bottom:1px solid #d0d7de;padding-bottom:.25rem}h3{font-size:1rem;margin:1.25rem 0 .4rem}
-.muted{color:#57606a}table{border-collapse:collapse;width:100%;margin:.5rem 0}
-th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #eaeef2;vertical-align:top}
-th{background:#f6f8fa;font-weight:600}td.num,th.num{text-align:right;
+:root{color-scheme:light dark;--fg:#1b1f24;--bg:#fff;--muted:#57606a;--line:#d0d7de;
+--soft:#f6f8fa;--pass:#1a7f37;--fail:#cf222e;--err:#9a6700;--bar:#54aeff;--ci:#0550ae}
+@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--bg:#0d1117;--muted:#9198a1;
+--line:#30363d;--soft:#161b22;--pass:#3fb950;--fail:#f85149;--err:#d29922;--bar:#1f6feb;
+--ci:#79c0ff}}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;
+max-width:1200px;padding:0 1rem;color:var(--fg);background:var(--bg)}
+h1{font-size:1.5rem;margin:0 0 .25rem}h2{font-size:1.2rem;margin:1.75rem 0 .5rem;
+border-bottom:1px solid var(--line);padding-bottom:.25rem}h3{font-size:1rem;margin:1.25rem 0 .4rem}
+.muted{color:var(--muted)}table{border-collapse:collapse;width:100%;margin:.5rem 0}
+th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:var(--soft);font-weight:600}td.num,th.num{text-align:right;
 font-variant-numeric:tabular-nums;white-space:nowrap}
-.bar{position:relative;height:.6rem;background:#eaeef2;border-radius:3px;min-width:120px}
-.fill{position:absolute;top:0;bottom:0;left:0;background:#54aeff;border-radius:3px}
-.ci{position:absolute;top:-.15rem;bottom:-.15rem;border-left:2px solid #0550ae;
-border-right:2px solid #0550ae}
-.passed{color:#1a7f37}.failed{color:#cf222e}.error{color:#9a6700}
-.wrap{overflow-x:auto}.sig{font-weight:600}code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;
-font-size:.9em}
+.bar{position:relative;height:.6rem;background:var(--soft);border-radius:3px;min-width:100px}
+.fill{position:absolute;top:0;bottom:0;left:0;background:var(--bar);border-radius:3px}
+.ci{position:absolute;top:-.15rem;bottom:-.15rem;border-left:2px solid var(--ci);
+border-right:2px solid var(--ci)}
+.passed{color:var(--pass)}.failed{color:var(--fail)}.error{color:var(--err)}
+.wrap{overflow-x:auto}.sig{font-weight:600}code{font-family:ui-monospace,SFMono-Regular,Menlo,
+monospace;font-size:.9em}details{margin:.4rem 0}details>summary{cursor:pointer;font-weight:600}
+section.block>details>summary{font-size:1.05rem}
+.cmp{border:1px solid var(--line);border-radius:8px;padding:.5rem 1rem;margin:.75rem 0}
+.cmp table.stats th{width:13rem;background:none}
+.group-count{font-variant-numeric:tabular-nums;display:inline-block;min-width:3.5rem}
 """
 
 
@@ -96,20 +118,25 @@ def render_html_report(
         raise ConfigurationError(f"no experiment {baseline!r} in the report; experiments: {known}")
     chosen = baseline if baseline is not None else _default_baseline(names)
     comparisons = list(report.compare_all(chosen).values()) if chosen is not None else []
+    keys = _slice_keys(report, slice_key)
     title = f"Eval report: {report.run_id}" if report.run_id else "Eval report"
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(_headline(report))}</p>',
+        _provenance_section(report),
         _summary_section(report),
-        _comparison_section(comparisons),
-        _slice_section(report, _slice_keys(report, slice_key)),
+        _comparison_section(report, comparisons, keys[0] if keys else None),
+        _charts_section(report),
+        _slice_section(report, keys),
+        failures_html(report),
         _flips_section(comparisons),
         f'<p class="muted">weakincentives {_e(_version())}</p>',
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+        '<meta name="color-scheme" content="light dark">'
+        f"<title>{_e(title)}</title><style>{_CSS}{chart_css()}</style></head>\n<body>\n"
         + "\n".join(part for part in body if part)
         + "\n</body></html>\n"
     )
@@ -140,6 +167,17 @@ def _headline(report: EvalReport) -> str:
     return ", ".join(parts)
 
 
+def _provenance_section(report: EvalReport) -> str:
+    rows = provenance_rows(report.config)
+    if not rows:
+        return ""
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return (
+        f'<details class="provenance"><summary>Run: what produced it</summary>'
+        f'<table class="stats">{cells}</table></details>'
+    )
+
+
 # -- summary ------------------------------------------------------------------------------
 
 
@@ -150,14 +188,14 @@ def _summary_section(report: EvalReport) -> str:
         header=True,
         numeric={1, 2, 3, 4, 6, 7, 8},
     )  # fmt: skip
-    rows = [_summary_row(name, report.experiment(name)) for name in report.experiment_names]
-    if len(rows) > 1:
-        rows.append(_summary_row("all", report))
-    return "<h2>Summary</h2>\n" + _table(head, rows)
+    reports = {name: report.experiment(name) for name in report.experiment_names}
+    summaries = {name: r.summarize() for name, r in reports.items()}
+    rows = [_summary_row(name, reports[name], summaries[name]) for name in reports]
+    chart = figure_html(summary_chart(summaries)) if summaries else ""
+    return "<h2>Summary</h2>\n" + chart + _table(head, rows)
 
 
-def _summary_row(name: str, report: EvalReport) -> str:
-    s = report.summarize()
+def _summary_row(name: str, report: EvalReport, s: Summary) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in report.errors_by_kind().items()) or "none"
     return _row(
         [
@@ -194,50 +232,84 @@ def _bar_html(summary: Summary) -> str:
 # -- comparisons ------------------------------------------------------------------------
 
 
-def _comparison_section(comparisons: Sequence[ExperimentComparison]) -> str:
+def _comparison_section(
+    report: EvalReport, comparisons: Sequence[ExperimentComparison], key: str | None
+) -> str:
     if not comparisons:
         return ""
-    head = _row(
-        ["Treatment vs baseline", "Pairs", "Pass rates", "Paired delta (95% CI)", "Bootstrap CI",
-         "p-value", "Holm / BH", "Regressed / improved", "Detectable effect",
-         "Score delta (95% CI)"],
-        header=True,
-        numeric={1, 2, 3, 4, 5, 6, 7, 8, 9},
-    )  # fmt: skip
-    rows = []
-    for c in comparisons:
-        method = "" if c.test_name is None else f" ({c.test_name})"
-        scores = c.score_paired
-        score_delta = (
-            f"{_signed(scores.delta)} [{_signed(scores.low)}, {_signed(scores.high)}]"
-            if scores is not None
-            else "n/a"
-        )
-        adjusted = f"{_p(c.p_value_holm)} / {_p(c.p_value_bh)}"
-        rows.append(
-            _row(
-                [
-                    f"{c.treatment_name} vs {c.baseline_name}",
-                    str(c.n_pairs),
-                    f"{_pct(c.baseline_pass_rate)} → {_pct(c.treatment_pass_rate)}",
-                    f"{_signed_pct(c.delta)} {_pct_interval(c.delta_ci.low, c.delta_ci.high)}",
-                    _pct_interval(c.bootstrap_ci.low, c.bootstrap_ci.high),
-                    _p(c.p_value) + method,
-                    adjusted,
-                    f"{len(c.regressions)} / {len(c.improvements)}",
-                    _pct(c.minimum_detectable_effect),
-                    score_delta,
-                ],
-                numeric={1, 2, 3, 4, 5, 6, 7, 8, 9},
-            )
-        )
+    parts = [_comparison_block(report, c, key) for c in comparisons]
     note = (
         '<p class="muted">Pairs are matched by sample and epoch. With one epoch per sample the '
         "p-value is McNemar's test on the discordant pairs (regressed / improved), exact up to "
         "25 of them; when samples repeat over epochs, the pairs of a sample are not "
         "independent, and the interval and p-value are cluster-robust by sample.</p>"
     )
-    return "<h2>Comparisons</h2>\n" + _table(head, rows) + note
+    return "<h2>Comparisons</h2>\n" + "".join(parts) + note
+
+
+def _comparison_block(report: EvalReport, c: ExperimentComparison, key: str | None) -> str:
+    method = "" if c.test_name is None else f" ({c.test_name})"
+    scores = c.score_paired
+    score_delta = (
+        f"{_signed(scores.delta)} [{_signed(scores.low)}, {_signed(scores.high)}]"
+        if scores is not None
+        else "n/a"
+    )
+    rows = [
+        ("Pairs", str(c.n_pairs)),
+        ("Pass rates", f"{_pct(c.baseline_pass_rate)} → {_pct(c.treatment_pass_rate)}"),
+        ("Paired delta (95% CI)",
+         f"{_signed_pct(c.delta)} {_pct_interval(c.delta_ci.low, c.delta_ci.high)}"),
+        ("Bootstrap CI", _pct_interval(c.bootstrap_ci.low, c.bootstrap_ci.high)),
+        ("p-value", _p(c.p_value) + method),
+        ("Holm / BH", f"{_p(c.p_value_holm)} / {_p(c.p_value_bh)}"),
+        ("Regressed / improved", f"{len(c.regressions)} / {len(c.improvements)}"),
+        ("Detectable effect", _pct(c.minimum_detectable_effect)),
+        ("Score delta (95% CI)", score_delta),
+    ]  # fmt: skip
+    table = (
+        '<table class="stats">'
+        + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+        + "</table>"
+    )
+    charts = comparison_charts(c, _slice_deltas(report, c, key), key=key)
+    title = f"{c.treatment_name} vs {c.baseline_name}"
+    return (
+        f'<div class="cmp"><h3>{_e(title)}</h3><div class="charts"><div>{table}</div>'
+        + "".join(figure_html(chart) for chart in charts)
+        + "</div></div>"
+    )
+
+
+def _slice_deltas(
+    report: EvalReport, c: ExperimentComparison, key: str | None
+) -> list[tuple[str, ExperimentComparison]]:
+    if key is None:
+        return []
+    out = []
+    groups = report.group_by(key)
+    for value, group in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
+        if {c.baseline_name, c.treatment_name} <= set(group.experiment_names):
+            label = "(missing)" if value is None else str(value)
+            # The delta and its interval do not use the bootstrap: skip it per slice.
+            compared = group.compare_experiments(
+                c.baseline_name, c.treatment_name, bootstrap_resamples=0
+            )
+            out.append((label, compared))
+    return out
+
+
+def _charts_section(report: EvalReport) -> str:
+    charts: list[Chart] = []
+    checks = report_checks(report)
+    if checks is not None:
+        charts.append(checks)
+    charts += epoch_charts(report)
+    charts += distribution_charts(report)
+    if not charts:
+        return ""
+    figures = "".join(figure_html(chart) for chart in charts)
+    return f'<h2>Charts</h2>\n<div class="charts">{figures}</div>'
 
 
 def _flips_section(comparisons: Sequence[ExperimentComparison]) -> str:
@@ -248,9 +320,12 @@ def _flips_section(comparisons: Sequence[ExperimentComparison]) -> str:
             ("improved (fail → pass)", c.improvements),
         ):
             title = f"{c.treatment_name} vs {c.baseline_name}: {len(flips)} {label}"
-            parts.append(f"<h3>{_e(title)}</h3>")
             if flips:
-                parts.append(_flip_table(flips, c))
+                parts.append(
+                    f"<details><summary>{_e(title)}</summary>{_flip_table(flips, c)}</details>"
+                )
+            else:
+                parts.append(f"<p>{_e(title)}</p>")
     if not parts:
         return ""
     return "<h2>Flipped samples</h2>\n" + "\n".join(parts)
@@ -323,14 +398,20 @@ def _slice_section(report: EvalReport, keys: Sequence[str]) -> str:
             numeric={2, 3, 5, 6},
         )
         rows = []
+        summaries: list[tuple[str, str, Summary]] = []
         groups = report.group_by(key)
         for value, group in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
             label = "(missing)" if value is None else str(value)
             for name in group.experiment_names:
                 s = group.experiment(name).summarize()
+                summaries.append((label, name, s))
                 cells = [label, name, str(s.n), _rate(s), _bar_html(s), _mean(s), str(s.errors)]
                 rows.append(_row(cells, numeric={2, 3, 5, 6}, raw={4}))
-        parts.append(f"<h3>By {_e(key)}</h3>" + _table(head, rows))
+        parts.append(
+            f"<h3>By {_e(key)}</h3>"
+            + figure_html(slice_chart(key, summaries))
+            + f"<details><summary>By {_e(key)}: table</summary>{_table(head, rows)}</details>"
+        )
     if not parts:
         return ""
     return "<h2>Slices</h2>\n" + "\n".join(parts)

@@ -12,7 +12,9 @@ Routes (all `GET`; any other method is answered 405):
 | `/api/runs/<run>/results?...` | one page of results (filters: `parse_results_query`) |
 | `/api/runs/<run>/results/<id>` | one result in full, with its bundle |
 | `/api/runs/<run>/report.html` | the run's self-contained HTML report |
-| `/api/compare?base_run=&base=&treat_run=&treat=` | paired A/B statistics and flips |
+| `/api/runs/<run>/charts?slice=` | the run's charts and failure groups |
+| `/api/compare?base_run=&base=&treat_run=&treat=&slice=` | paired A/B statistics, charts, flips |
+| `/api/pair?base_run=&base=&treat_run=&treat=` | two results (ids) side by side, with diffs |
 | `/api/bundle` | the bundle, when the viewer was started on one |
 
 Security: the server only reads; assets come from a dict built at startup; every
@@ -100,7 +102,9 @@ def create_starlette_app(
         Route("/api/runs/{run_id}/results", api.results),
         Route("/api/runs/{run_id}/results/{result_id:int}", api.result),
         Route("/api/runs/{run_id}/report.html", api.report),
+        Route("/api/runs/{run_id}/charts", api.charts),
         Route("/api/compare", api.compare),
+        Route("/api/pair", api.pair),
         Route("/api/bundle", api.bundle),
     ]
     app = Starlette(
@@ -160,7 +164,28 @@ class _Api:
         base_run = query["base_run"]
         baseline = SideSpec(base_run, query["base"])
         treatment = SideSpec(query.get("treat_run") or base_run, query["treat"])
-        return _json(self._data.compare(baseline, treatment))
+        found = self._data.compare(baseline, treatment)
+        charts = self._data.compare_charts(baseline, treatment, slice_key=query.get("slice"))
+        return _json({**found, **charts})
+
+    def charts(self, request: Request) -> Response:
+        slice_key = request.query_params.get("slice")
+        return _json(self._data.charts(request.path_params["run_id"], slice_key))
+
+    def pair(self, request: Request) -> Response:
+        query = request.query_params
+        missing = [k for k in ("base_run", "base", "treat") if not query.get(k)]
+        if missing:
+            raise ViewerError(f"pair needs {', '.join(missing)} (treat_run defaults to base_run)")
+        ids = []
+        for name in ("base", "treat"):
+            try:
+                ids.append(int(query[name]))
+            except ValueError:
+                raise ViewerError(f"{name} must be a result id, not {query[name]!r}") from None
+        base_run = query["base_run"]
+        treat_run = query.get("treat_run") or base_run
+        return _json(self._data.pair((base_run, ids[0]), (treat_run, ids[1])))
 
     def bundle(self, request: Request) -> Response:
         del request

@@ -22,11 +22,20 @@ from typing import Any, Literal, TypeVar
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.errors import BundleError, RunStoreError, ViewerError
-from weakincentives.evals import RESULTS_FILE, EvalReport, RunStore, compare_outcomes
+from weakincentives.evals import (
+    RESULTS_FILE,
+    EvalReport,
+    OutcomeComparison,
+    RunStore,
+    compare_outcomes,
+)
 
+from ._diff import pair_diff
 from ._html_report import render_html_report
+from ._provenance import provenance_rows
+from ._viewer_charts import comparison_charts, run_charts, slice_comparisons, slice_keys
 from ._viewer_index import ResultIndex
-from ._viewer_types import IndexedRun, ResultRow
+from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
     comparison_view,
@@ -91,6 +100,7 @@ class ViewerData:
         self._bundle = bundle
         self._summaries = _Cache()
         self._comparisons = _Cache()
+        self._charts = _Cache()
         self._bundles = _Cache(8)
 
     @classmethod
@@ -149,11 +159,12 @@ class ViewerData:
     def run(self, run_id: str) -> dict[str, Any]:
         """One run: head, per-experiment statistics, and the values the filters take."""
         run = self._run(run_id)
-        facets = self._index.facets(run_id)
+        facets = self._facets(run_id)
         return {
             **self._run_head(run),
             "experiments": self._summaries.get(run_id, lambda: self._summarize(run_id)),
             "facets": json_safe(serde.dump(facets)),
+            "slice_keys": slice_keys(facets.metadata),
             "skipped": list(run.skipped),
             "skipped_count": run.skipped_count,
         }
@@ -177,6 +188,7 @@ class ViewerData:
             "status": None,
             "created_at": None,
             "expected": None,
+            "provenance": [],
         }
         try:
             handle = RunStore(run.path.parent).open(run.path)
@@ -186,11 +198,51 @@ class ViewerData:
         manifest = handle.manifest
         head["created_at"] = manifest.created_at.isoformat()
         head["expected"] = manifest.counts.expected
+        head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
         return head
 
     def _summarize(self, run_id: str) -> list[dict[str, Any]]:
         names = self._index.experiments(run_id)
         return [experiment_view(name, self._index.stat_rows(run_id, name)) for name in names]
+
+    def charts(self, run_id: str, slice_key: str | None = None) -> dict[str, Any]:
+        """The run page's charts and failure groups.
+
+        `slice_key` picks the metadata key of the per-slice chart; None picks the first
+        one worth slicing on (2-20 values), "" none.
+
+        Raises:
+            NotFoundError: no such run.
+            ViewerError: no result has metadata key `slice_key`.
+        """
+        key, keys = self._slice_key(run_id, slice_key)
+
+        def make() -> dict[str, Any]:
+            experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
+            made: dict[str, Any] = json_safe(
+                run_charts(self._index, run_id, experiments, slice_key=key)
+            )
+            return made
+
+        return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+
+    def _facets(self, run_id: str) -> Facets:
+        self._run(run_id)
+        # The index does not change: its facets are computed once per run.
+        return self._summaries.get(("facets", run_id), lambda: self._index.facets(run_id))
+
+    def _slice_key(self, run_id: str, asked: str | None) -> tuple[str | None, list[str]]:
+        """The slice key to chart (None: none) and the keys worth slicing on."""
+        metadata = self._facets(run_id).metadata
+        keys = slice_keys(metadata)
+        if asked is None:
+            return (keys[0] if keys else None), keys
+        if asked and asked not in metadata:
+            known = ", ".join(metadata) or "none (no metadata)"
+            raise ViewerError(
+                f"no result of run {run_id!r} has metadata key {asked!r}; keys: {known}"
+            )
+        return asked or None, keys
 
     def results(self, run_id: str, query: Iterable[tuple[str, str]]) -> dict[str, Any]:
         """One page of the results grid (see `parse_results_query` for the parameters).
@@ -259,13 +311,72 @@ class ViewerData:
             NotFoundError: a run or experiment does not exist.
             ViewerError: both sides are the same.
         """
+        return self._compared(baseline, treatment)[0]
+
+    def _compared(
+        self, baseline: SideSpec, treatment: SideSpec
+    ) -> tuple[dict[str, Any], OutcomeComparison]:
         if baseline == treatment:
             raise ViewerError("pick two different experiments (or runs) to compare")
         return self._comparisons.get(
             (baseline, treatment), lambda: self._compare(baseline, treatment)
         )
 
-    def _compare(self, baseline: SideSpec, treatment: SideSpec) -> dict[str, Any]:
+    def compare_charts(
+        self, baseline: SideSpec, treatment: SideSpec, *, slice_key: str | None = None
+    ) -> dict[str, Any]:
+        """The charts of a comparison: paired delta, discordant pairs, per-slice deltas.
+
+        `slice_key` picks the metadata key of the per-slice deltas (None: the first one
+        of the baseline's run worth slicing on; "": none).
+
+        Raises:
+            NotFoundError: a run or experiment does not exist.
+            ViewerError: both sides are the same, or no result has `slice_key`.
+        """
+        comparison = self._compared(baseline, treatment)[1]
+        key, keys = self._slice_key(baseline.run_id, slice_key)
+        charts = self._charts.get(
+            ("compare", baseline, treatment, key),
+            lambda: self._compare_charts(baseline, treatment, comparison, key),
+        )
+        return {"charts": charts, "slice": key, "slice_keys": keys}
+
+    def _compare_charts(
+        self,
+        baseline: SideSpec,
+        treatment: SideSpec,
+        comparison: OutcomeComparison,
+        key: str | None,
+    ) -> list[dict[str, Any]]:
+        names = (comparison.baseline_name, comparison.treatment_name)
+        slices = []
+        if key is not None:
+            slices = slice_comparisons(
+                self._index, (baseline.run_id, baseline.experiment),
+                (treatment.run_id, treatment.experiment), key, names,
+            )  # fmt: skip
+        charts: list[dict[str, Any]] = json_safe(comparison_charts(comparison, slices, key=key))
+        return charts
+
+    def pair(self, baseline: tuple[str, int], treatment: tuple[str, int]) -> dict[str, Any]:
+        """Two results side by side (a flipped sample): both in full, and their diffs.
+
+        Raises:
+            NotFoundError: a run or result does not exist.
+        """
+        sides = [self.result(run_id, result_id) for run_id, result_id in (baseline, treatment)]
+        results = [self._index.read(run_id, rid) for run_id, rid in (baseline, treatment)]
+        assert results[0] is not None and results[1] is not None  # result() found both
+        return {
+            "baseline": {"run_id": baseline[0], **sides[0]},
+            "treatment": {"run_id": treatment[0], **sides[1]},
+            "diff": pair_diff(results[0], results[1]),
+        }
+
+    def _compare(
+        self, baseline: SideSpec, treatment: SideSpec
+    ) -> tuple[dict[str, Any], OutcomeComparison]:
         sides = []
         for spec in (baseline, treatment):
             self._run(spec.run_id)
@@ -287,7 +398,7 @@ class ViewerData:
                 self._index.rows(treatment.run_id, treat_ids),
             )
 
-        return comparison_view(
+        view = comparison_view(
             comparison,
             baseline={"run_id": baseline.run_id, "experiment": baseline.experiment},
             treatment={"run_id": treatment.run_id, "experiment": treatment.experiment},
@@ -295,6 +406,7 @@ class ViewerData:
             treatment_ids=sides[1][1],
             rows=rows,
         )
+        return view, comparison
 
     def html_report(
         self, run_id: str, *, baseline: str | None = None, slice_key: str | None = None

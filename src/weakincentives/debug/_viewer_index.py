@@ -8,13 +8,13 @@ sample page reads that one line again. So memory grows with the index, not with 
 transcripts, and one page of 100,000 results is one indexed SQL query.
 
 **Loading.** Lines go through the loader `wink query` uses (`_run_loader.py`): staged in
-batches, parsed by SQLite, one `INSERT ... SELECT` per batch pulls every column, the
-metadata and the text to search out of a line at once (in C; no Python per result).
-A line is a result when it is JSON with the fields the index needs, of the right types
-(`_CHECKS`); the sample page validates the whole line with `EvalResult` when it is
-opened. On 100,000 results (120 MB) the index builds in about 3 s
-(`bench/bench_viewer.py`); a third of it is gathering the text to search, a seventh
-indexing it (FTS5).
+batches, parsed by SQLite, one `INSERT ... SELECT` per batch pulls every column and the
+metadata out of a line at once (in C; no Python per result). A line is a result when it
+is JSON with the fields the index needs, of the right types (`_CHECKS`); the sample page
+validates the whole line with `EvalResult` when it is opened. The full-text index, about
+half of the work (gathering the text, then FTS5), is built after `finish()` on a
+background thread (`_viewer_search.py`): the viewer serves as soon as the columns are in,
+and a search waits for the text index only if it asks before it is ready.
 
 **Which line counts.** As for every reader of a run, the last line written for a
 `(sample_id, experiment_name, epoch)` wins; earlier lines are dropped from the index.
@@ -22,8 +22,9 @@ Lines that are not results are skipped and counted (the viewer shows what it cou
 read); an unterminated last line that is not one was cut mid-write and is dropped
 silently.
 
-After `finish()` the database is read-only (`PRAGMA query_only`); one lock serializes
-access, since the web server calls in from several threads.
+After `finish()` the database is read-only (`PRAGMA query_only`) except for the search
+builder's batches; one lock serializes access, since the web server calls in from
+several threads.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
 from ._run_schema import KEY
+from ._viewer_search import SearchBuilder
 from ._viewer_types import (
     SORT_KEYS,
     Facets,
@@ -70,6 +72,7 @@ CREATE TABLE results (
 );
 CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
 CREATE INDEX meta_result ON meta (result_id);
+CREATE TABLE metrics (result_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
 CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
 """
 
@@ -80,6 +83,7 @@ CREATE INDEX results_score ON results (run_id, score);
 CREATE INDEX results_latency ON results (run_id, latency_ms);
 CREATE INDEX results_tokens ON results (run_id, tokens);
 CREATE INDEX meta_key ON meta (key, value, result_id);
+CREATE INDEX metrics_result ON metrics (result_id);
 """
 
 _ROW_COLUMNS = (
@@ -92,7 +96,7 @@ _ROW_COLUMNS = (
 _FIELDS = (
     "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
     "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
-    "tool_calls", "messages",
+    "tool_calls", "messages", "score_metrics",
 )  # fmt: skip
 _CHECKS = (
     ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
@@ -109,32 +113,6 @@ _CHECKS = (
     ("ifnull(metadata_type = 'object', 1)", "metadata is not an object"),
 )  # fmt: skip
 """What makes a JSON line a result the index can hold: `(SQL condition, problem)`."""
-_NL = "char(10)"
-
-
-def _lines_of(*parts: str) -> str:
-    """SQL: the non-NULL `parts`, each followed by a newline."""
-    return " || ".join(f"ifnull({part} || {_NL}, '')" for part in parts)
-
-
-_TOOL_CALL_TEXT = _lines_of(
-    "c ->> '$.name'", "(c -> '$.params')", "c ->> '$.message'", "c ->> '$.error'"
-)
-_SEARCH_TEXT = _lines_of(
-    "j ->> '$.sample_id'",
-    "j ->> '$.score.reason'",
-    "j ->> '$.error'",
-    "iif(json_type(j, '$.output') = 'text', j ->> '$.output', nullif(j -> '$.output', 'null'))",
-    # Every string of the transcript under these keys: message contents, tool names and
-    # the arguments of the tool calls the model asked for.
-    "(SELECT group_concat(atom, char(10)) FROM json_tree(j, '$.messages') "
-    "WHERE type = 'text' AND key IN ('content', 'name', 'arguments'))",
-    # Each tool call rendered once (LIMIT -1), its fields read from that small text.
-    f"(SELECT group_concat({_TOOL_CALL_TEXT}, '') FROM (SELECT e.value AS c "
-    "FROM json_each(j -> '$.tool_calls') AS e LIMIT -1))",
-)
-"""SQL over a staged line: the text the search box searches (see the module docstring)."""
-
 _ALL_CHECKS = " AND ".join(f"({check})" for check, _ in _CHECKS)
 _PROBLEM = " ".join(f"WHEN NOT ({check}) THEN '{problem}'" for check, problem in _CHECKS)
 _METADATA_TYPE = "json_type(j, '$.metadata') AS metadata_type"
@@ -145,8 +123,8 @@ SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
          WHEN passed THEN 'passed' ELSE 'failed' END,
     error_kind, score, passed, latency_ms, input_tokens,
     output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
-    messages, bundle_path IS NOT NULL, line, offset, metadata, body
-FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {_SEARCH_TEXT} AS body")})
+    messages, bundle_path IS NOT NULL, line, offset, metadata, score_metrics
+FROM ({fields_select(_FIELDS, extra=_METADATA_TYPE)})
 WHERE {_ALL_CHECKS}
 """
 _SKIPPED = f"""
@@ -160,7 +138,8 @@ ORDER BY line
 """The staged lines `_FILL` skipped: `(line, complete, problem)`."""
 _RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset")
 _ROWS_SCHEMA = (
-    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, body)"
+    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
+    "score_metrics)"
 )
 _DISTRIBUTE = (
     f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
@@ -173,10 +152,14 @@ _DISTRIBUTE = (
         WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
         ELSE e.type END
     FROM temp.wink_rows AS r, json_each(r.metadata) AS e""",
-    "INSERT INTO search (rowid, body) SELECT id, body FROM temp.wink_rows",
+    # The score's named metrics (what the checks chart and the failure groups read).
+    """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
+    FROM temp.wink_rows AS r, json_each(r.score_metrics) AS e
+    WHERE json_type(r.score_metrics) = 'array' AND typeof(e.value ->> '$.name') = 'text'
+        AND typeof(e.value ->> '$.value') IN ('integer', 'real')""",
     "DELETE FROM temp.wink_rows",
 )
-"""Per batch: the rows `_FILL` staged go to `results`, `meta` and `search`."""
+"""Per batch: the rows `_FILL` staged go to `results`, `meta` and `metrics`."""
 
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
@@ -222,7 +205,9 @@ class ResultIndex:
         self._lock = threading.Lock()
         self._runs: dict[str, IndexedRun] = {}
         self._next_id = 1
+        self._id_bases: dict[str, int] = {}
         self._finished = False
+        self._search: SearchBuilder | None = None
 
     # -- building ------------------------------------------------------------------------
 
@@ -242,18 +227,44 @@ class ResultIndex:
             self._runs[run_id] = run
             return run
 
-    def finish(self) -> None:
-        """Build the secondary indexes and make the database read-only."""
+    def finish(self, *, search_in_background: bool = True) -> None:
+        """Build the secondary indexes, make the database read-only, index the text.
+
+        The full-text index is built on a background thread (see `SearchBuilder`), or
+        before this returns with `search_in_background=False`.
+        """
         with self._lock:
-            if not self._finished:
-                self._db.executescript(_INDEXES)
-                self._db.execute("ANALYZE")
-                self._db.execute("PRAGMA query_only = ON")
-                self._finished = True
+            if self._finished:
+                return
+            self._db.executescript(_INDEXES)
+            self._db.execute("ANALYZE")
+            self._db.execute("PRAGMA query_only = ON")
+            self._finished = True
+            sources = [
+                (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
+                for run in self._runs.values()
+            ]
+        self._search = SearchBuilder(self._db, self._lock, sources)
+        if search_in_background:
+            self._search.start()
+        else:
+            self._search.run()
+
+    def wait_for_search(self, timeout: float | None = None) -> None:
+        """Wait until the full-text index is built (searches do this themselves).
+
+        Raises:
+            ViewerError: the index is not finished, the text could not be indexed, or
+                `timeout` passed first.
+        """
+        if self._search is None:
+            raise ViewerError("the index is not finished; call finish() first")
+        self._search.wait(timeout)
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
         path = run_dir / RESULTS_FILE
         params = {"run_id": run_id, "id_base": self._next_id - 1}
+        self._id_bases[run_id] = self._next_id - 1
         skipped: list[str] = []
         skipped_count = lines = last_line = 0
         self._db.execute("BEGIN")
@@ -270,7 +281,10 @@ class ResultIndex:
                 for statement in _DISTRIBUTE:
                     self._db.execute(statement)
             gone = delete_superseded(self._db, "results", KEY, where="run_id = ?", params=(run_id,))
-            self._db.executemany("DELETE FROM meta WHERE result_id = ?", ((g,) for g in gone))
+            for table in ("meta", "metrics"):
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE result_id = ?", ((g,) for g in gone)
+                )
             (results,) = self._db.execute(
                 "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -281,8 +295,8 @@ class ResultIndex:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        # A later line for the same key superseded the rows in `gone`; their full-text
-        # entries stay, but searches only return ids still in `results`.
+        # A later line for the same key superseded the rows in `gone`: the search builder
+        # indexes only the lines still in `results`.
         self._next_id += last_line
         if skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, skipped_count)
@@ -322,6 +336,8 @@ class ResultIndex:
         if column is None:
             raise ViewerError(f"cannot sort by {sort!r}; sort by one of {', '.join(SORT_KEYS)}")
         where, params = where_clause(run_id, flt)
+        if flt.search.strip():
+            self.wait_for_search()
         direction = "DESC" if descending else "ASC"
         sql = (
             f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE {where} "
@@ -443,6 +459,15 @@ class ResultIndex:
         )
         with self._lock:
             return self._db.execute(sql, (run_id, experiment)).fetchall()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only SQL query over the tables `results`, `meta` and `metrics`.
+
+        For the viewer's charts (`_viewer_charts.py`); after `finish()` the database
+        refuses writes.
+        """
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def outcomes(self, run_id: str, experiment: str) -> tuple[Outcomes, tuple[int, ...]]:
         """One experiment's outcomes as columns (what a comparison reads), and result ids.

@@ -2,7 +2,8 @@
 // statistics, and the flipped samples (pass -> fail, fail -> pass) linked to both results.
 
 import {
-  api, badge, fill, clip, h, int, interval, link, num, pct, pvalue, section, setCrumbs, signedPct,
+  api, badge, chartFigure, fill, clip, h, int, interval, link, num, pct, pvalue, section, setCrumbs,
+  signedPct,
 } from "./dom.js";
 
 const PREFERRED_BASELINES = ["baseline", "control"];
@@ -24,9 +25,11 @@ export async function renderCompare(view, params, isCurrent) {
     return;
   }
   const query = new URLSearchParams(choice);
+  const asked = new URLSearchParams(params);
+  if (asked.has("slice")) query.set("slice", asked.get("slice"));
   const data = await api(`/api/compare?${query}`);
   if (!isCurrent()) return;
-  fill(view.querySelector("#comparison"), ...comparison(data));
+  fill(view.querySelector("#comparison"), ...comparison(data, choice));
 }
 
 function defaults(runs, q) {
@@ -66,7 +69,20 @@ function pickForm(runs, choice) {
   return form;
 }
 
-function comparison(c) {
+function chartsSection(c, choice) {
+  const select = h("select", { id: "compare-slice", "aria-label": "Slice by metadata key" },
+    h("option", { value: "" }, "no slice"),
+    c.slice_keys.map((k) => h("option", { value: k, selected: k === c.slice }, k)));
+  select.addEventListener("change", () => {
+    location.hash = link(["compare"], { ...choice, slice: select.value });
+  });
+  return h("section", { class: "panel", id: "compare-charts" },
+    h("div", { class: "title-row" }, h("h2", {}, "Charts"), h("span", { class: "spacer" }),
+      c.slice_keys.length ? h("label", {}, "Delta by ", select) : null),
+    h("div", { class: "charts" }, c.charts.map(chartFigure)));
+}
+
+function comparison(c, choice) {
   const label = (side) => (c.baseline.run_id === c.treatment.run_id ? side.experiment : `${side.run_id} / ${side.experiment}`);
   const test = c.mcnemar;
   const stats = h("table", { class: "stats", id: "stats" }, h("tbody", {},
@@ -84,6 +100,7 @@ function comparison(c) {
       c.duplicates ? `${c.duplicates} duplicates ignored` : "")));
   return [
     section("Paired statistics", stats),
+    chartsSection(c, choice),
     flipSection("Regressions (pass → fail)", "regressions", c.regressions, c.regressions_count, c),
     flipSection("Improvements (fail → pass)", "improvements", c.improvements, c.improvements_count, c),
   ];
@@ -100,9 +117,13 @@ function flipSection(title, id, flips, count, c) {
       : h("a", { href: link(["run", run, "result", side.id]) }, badge(side.status)),
     " ", num(side.score), " ", h("span", { class: "muted small" }, clip(side.error || side.reason, 120)));
   const shown = flips.length < count ? h("p", { class: "muted" }, `Showing the first ${int(flips.length)}.`) : null;
+  const pair = (f) => link(["pair"], {
+    base_run: c.baseline.run_id, base: f.baseline.id, treat_run: c.treatment.run_id, treat: f.treatment.id,
+  });
   return section(`${title}: ${int(count)}`, shown, h("table", { class: "grid", id }, h("thead", {}, h("tr", {},
-    h("th", {}, "Sample"), h("th", {}, "Epoch"), h("th", {}, "Baseline"), h("th", {}, "Treatment"))),
+    h("th", {}, "Sample"), h("th", {}, "Epoch"), h("th", {}, "Baseline"), h("th", {}, "Treatment"), h("th", {}, ""))),
   h("tbody", {}, flips.map((f) => h("tr", { dataset: { sample: f.sample_id } },
     h("td", {}, f.sample_id), h("td", { class: "num" }, f.epoch),
-    cell(f.baseline, c.baseline.run_id), cell(f.treatment, c.treatment.run_id))))));
+    cell(f.baseline, c.baseline.run_id), cell(f.treatment, c.treatment.run_id),
+    h("td", {}, h("a", { href: pair(f), class: "pair-link" }, "side by side")))))));
 }

@@ -128,3 +128,47 @@ export function setCrumbs(items) {
     href ? h("a", { href }, label) : h("span", {}, label),
   ]));
 }
+
+/** A chart from the API (`chart_json`): its SVG, note and data table in a <figure>.
+ *  The SVG is drawn by the server from numbers (text escaped there); it is parsed as
+ *  inert markup and anything but drawing elements and attributes is dropped. */
+export function chartFigure(c) {
+  const parsed = new DOMParser().parseFromString(c.svg, "text/html");
+  const svg = parsed.body.querySelector("svg");
+  if (svg) {
+    for (const el of [svg, ...svg.querySelectorAll("*")]) {
+      if (!SVG_TAGS.has(el.localName)) { el.remove(); continue; }
+      for (const attr of [...el.attributes]) {
+        if (attr.name.startsWith("on") || attr.name.includes("href")) el.removeAttribute(attr.name);
+      }
+    }
+  }
+  return h("figure", { class: "chart", id: c.id, dataset: { kind: c.kind } },
+    h("figcaption", {}, c.title),
+    svg ? document.importNode(svg, true) : null,
+    c.note ? h("p", { class: "chart-note" }, c.note) : null,
+    details("Data table", table(c.headers, c.rows.map((row) =>
+      h("tr", {}, row.map((cell) => h("td", {}, cell)))), { class: "chart-table" })));
+}
+
+const SVG_TAGS = new Set(["svg", "g", "rect", "circle", "line", "path", "polyline", "text", "title"]);
+
+let keyHandlers = {};
+
+/** Keyboard shortcuts of the current page: {key: () => ...}; replaced on each route. */
+export function setKeys(handlers) {
+  keyHandlers = handlers || {};
+}
+
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const target = event.target;
+  if (target && (target.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(target.tagName))) return;
+  // A focused link, button or summary keeps its own Enter (and the browser's keys).
+  if (target && target.closest && target.closest("a, button, summary")) return;
+  const handler = keyHandlers[event.key];
+  if (handler) {
+    event.preventDefault();
+    handler();
+  }
+});

@@ -2,7 +2,8 @@
 // (filtered, sorted and paginated on the server; the filters live in the URL fragment).
 
 import {
-  api, badge, fill, clip, h, int, interval, link, ms, num, pct, section, setCrumbs, table,
+  api, badge, chartFigure, fill, clip, h, int, interval, link, ms, num, pct, section, setCrumbs,
+  setKeys, table,
 } from "./dom.js";
 
 const PAGE_SIZE = 50;
@@ -42,10 +43,12 @@ export async function renderRuns(view) {
 
 export async function renderRun(view, runId, params, isCurrent) {
   setCrumbs([["runs", "#/"], [runId, null]]);
-  const query = new URLSearchParams(params);
+  const query = listQuery(params);
   if (!query.has("limit")) query.set("limit", String(PAGE_SIZE));
   const base = `/api/runs/${encodeURIComponent(runId)}`;
-  const [run, page] = await Promise.all([api(base), api(`${base}/results?${query}`)]);
+  const chartQuery = params.has("slice") ? `?${new URLSearchParams({ slice: params.get("slice") })}` : "";
+  const [run, page, charts] = await Promise.all([
+    api(base), api(`${base}/results?${query}`), api(`${base}/charts${chartQuery}`)]);
   if (!isCurrent()) return;
   fill(view,
     runHeader(run),
@@ -54,9 +57,79 @@ export async function renderRun(view, runId, params, isCurrent) {
       ? h("p", { class: "warning" }, `${run.skipped_count} unreadable lines skipped: `,
         run.skipped.join("; "))
       : null,
+    provenancePanel(run),
+    chartsPanel(run, charts, params),
+    failuresPanel(run, charts.failures),
     filterForm(run, params),
     resultsGrid(run, page, params),
   );
+  gridKeys(view);
+}
+
+/** The results list's own parameters: the URL's, without the page-only ones. */
+export function listQuery(params) {
+  const query = new URLSearchParams(params);
+  for (const key of ["slice", "pos"]) query.delete(key);
+  return query;
+}
+
+function provenancePanel(run) {
+  if (!run.provenance.length) return null;
+  return h("details", { class: "panel provenance", id: "provenance" },
+    h("summary", {}, "Provenance: what produced this run"),
+    h("dl", { class: "inline" }, run.provenance.map(([label, text]) =>
+      [h("dt", {}, label), h("dd", { dataset: { field: label } }, text)])));
+}
+
+function chartsPanel(run, charts, params) {
+  const select = h("select", { id: "slice-key", "aria-label": "Slice by metadata key" },
+    h("option", { value: "" }, "no slice"),
+    charts.slice_keys.map((k) => h("option", { value: k, selected: k === charts.slice }, k)));
+  select.addEventListener("change", () => {
+    const next = new URLSearchParams(params);
+    next.set("slice", select.value);
+    go(run.run_id, next);
+  });
+  return h("section", { class: "panel", id: "charts" },
+    h("div", { class: "title-row" }, h("h2", {}, "Charts"), h("span", { class: "spacer" }),
+      charts.slice_keys.length ? h("label", {}, "Pass rate by ", select) : null),
+    h("div", { class: "charts" }, charts.charts.map(chartFigure)));
+}
+
+function failuresPanel(run, failures) {
+  if (!failures.not_passed) return null;
+  const groups = failures.groups.map((g) => h("details", { class: "failure", dataset: { key: g.key, count: g.count } },
+    h("summary", {}, h("span", { class: "group-count" }, int(g.count)), " ", g.key),
+    h("p", {}, g.examples.map((e) => h("a", {
+      href: link(["run", run.run_id, "result", e.id]), class: "chip",
+    }, `${e.sample_id}${e.epoch ? `@${e.epoch}` : ""} · ${e.experiment}`)),
+    g.count > g.examples.length ? h("span", { class: "muted" }, ` and ${int(g.count - g.examples.length)} more`) : null)));
+  const omitted = failures.groups_count - failures.groups.length;
+  return section(`Failures: ${int(failures.not_passed)} results in ${int(failures.groups_count)} groups`,
+    h("p", { class: "muted small" }, "Grouped by error kind and message, or by the checks that failed (numbers masked as #)."),
+    h("div", { id: "failures" }, groups),
+    omitted > 0 ? h("p", { class: "muted" }, `and ${int(omitted)} smaller groups`) : null);
+}
+
+function gridKeys(view) {
+  const rows = () => [...view.querySelectorAll("#results tbody tr")];
+  let at = -1;
+  const move = (step) => {
+    const all = rows();
+    if (!all.length) return;
+    if (at >= 0 && all[at]) all[at].classList.remove("selected");
+    at = Math.min(Math.max(at + step, 0), all.length - 1);
+    all[at].classList.add("selected");
+    all[at].scrollIntoView({ block: "nearest" });
+  };
+  const open = () => {
+    const row = rows()[at];
+    if (row) row.querySelector("a.sample-link").click();
+  };
+  const next = () => { const a = document.querySelector(".pager a.next"); if (a) a.click(); };
+  const prev = () => { const a = document.querySelector(".pager a.prev"); if (a) a.click(); };
+  setKeys({ j: () => move(1), ArrowDown: () => move(1), k: () => move(-1), ArrowUp: () => move(-1),
+    Enter: open, o: open, n: next, p: prev });
 }
 
 function runHeader(run) {
@@ -136,7 +209,7 @@ function filterForm(run, params) {
       next.set(key, value);
     }
     if (metaKey.value && metaValue.value) next.set(`meta.${metaKey.value}`, metaValue.value);
-    for (const key of ["sort", "desc"]) if (current.get(key)) next.set(key, current.get(key));
+    for (const key of ["sort", "desc", "slice"]) if (current.has(key)) next.set(key, current.get(key));
     go(run.run_id, next);
   };
   form.addEventListener("submit", apply);
@@ -157,8 +230,15 @@ function resultsGrid(run, page, params) {
   };
   const head = h("tr", {}, COLUMNS.map(([key, label]) => h("th", {},
     key ? h("a", { href: sortLink(key) }, label, sort === key ? (desc ? " ▼" : " ▲") : "") : label)));
-  const rows = page.rows.map((r) => h("tr", { dataset: { status: r.status, sample: r.sample_id, id: r.id } },
-    h("td", {}, h("a", { href: link(["run", run.run_id, "result", r.id]), class: "sample-link" }, r.sample_id)),
+  const context = listQuery(current);
+  for (const key of ["offset", "limit"]) context.delete(key);
+  const sampleLink = (r, i) => {
+    const q = new URLSearchParams(context);
+    q.set("pos", String(page.offset + i));
+    return link(["run", run.run_id, "result", r.id], q);
+  };
+  const rows = page.rows.map((r, i) => h("tr", { dataset: { status: r.status, sample: r.sample_id, id: r.id } },
+    h("td", {}, h("a", { href: sampleLink(r, i), class: "sample-link" }, r.sample_id)),
     h("td", {}, r.experiment),
     h("td", { class: "num" }, r.epoch),
     h("td", {}, badge(r.status), r.error_kind ? h("span", { class: "muted small" }, ` ${r.error_kind}`) : null),
@@ -166,7 +246,7 @@ function resultsGrid(run, page, params) {
     h("td", { class: "num" }, ms(r.latency_ms)),
     h("td", { class: "num" }, int(r.tokens)),
     h("td", { class: "num" }, r.tool_calls),
-    h("td", { class: "reason" }, clip(r.error || r.reason))));
+    h("td", { class: "reason", title: r.error || r.reason }, clip(r.error || r.reason, 300))));
   const first = page.total ? page.offset + 1 : 0;
   const last = page.offset + page.rows.length;
   return section(

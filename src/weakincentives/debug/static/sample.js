@@ -1,19 +1,26 @@
 // The sample page (one result in full, with its debug bundle) and the single-bundle page.
 
 import {
-  api, badge, fill, details, h, int, link, ms, num, pre, pretty, section, setCrumbs, table,
+  api, badge, fill, details, h, int, link, ms, num, pre, pretty, section, setCrumbs, setKeys, table,
 } from "./dom.js";
+import { listQuery } from "./runs.js";
 
-export async function renderResult(view, runId, resultId, isCurrent) {
-  const data = await api(`/api/runs/${encodeURIComponent(runId)}/results/${encodeURIComponent(resultId)}`);
+export async function renderResult(view, runId, resultId, params, isCurrent) {
+  const base = `/api/runs/${encodeURIComponent(runId)}`;
+  const [data, around] = await Promise.all([
+    api(`${base}/results/${encodeURIComponent(resultId)}`), neighbours(base, params)]);
   if (!isCurrent()) return;
   const r = data.result;
-  setCrumbs([["runs", "#/"], [runId, link(["run", runId])], [r.sample_id, null]]);
+  const list = listQuery(params);
+  list.delete("pos");
+  setCrumbs([["runs", "#/"], [runId, link(["run", runId], list)], [r.sample_id, null]]);
   fill(view,
     h("div", { class: "title-row" },
       h("h1", { id: "sample-title" }, r.sample_id),
       badge(data.row.status),
-      h("span", { class: "muted" }, `${r.experiment_name} · epoch ${r.epoch}`)),
+      h("span", { class: "muted" }, `${r.experiment_name} · epoch ${r.epoch}`),
+      h("span", { class: "spacer" }),
+      sampleNav(runId, params, around)),
     siblings(runId, data),
     scorePanel(r),
     r.error ? section("Error", h("p", {}, h("strong", {}, r.error_kind || "error")), pre(r.error, "error")) : null,
@@ -42,19 +49,81 @@ export async function renderBundle(view, isCurrent) {
   );
 }
 
+// The previous and next results of the list the user came from (its filters and sort
+// are in the URL, with `pos`, the result's position in it).
+async function neighbours(base, params) {
+  if (!params.has("pos")) return null;
+  const pos = Number(params.get("pos"));
+  if (!Number.isInteger(pos) || pos < 0) return null;
+  const query = listQuery(params);
+  query.set("offset", String(Math.max(pos - 1, 0)));
+  query.set("limit", "3");
+  const page = await api(`${base}/results?${query}`);
+  const at = pos - page.offset;
+  return { pos, total: page.total, prev: page.rows[at - 1] || null, next: page.rows[at + 1] || null };
+}
+
+function sampleNav(runId, params, around) {
+  const list = listQuery(params);
+  list.delete("pos");
+  const back = () => { location.hash = link(["run", runId], list); };
+  if (!around) {
+    setKeys({ u: back, Escape: back });
+    return null;
+  }
+  const to = (row, pos) => {
+    const q = new URLSearchParams(list);
+    q.set("pos", String(pos));
+    return link(["run", runId, "result", row.id], q);
+  };
+  const prevHref = around.prev ? to(around.prev, around.pos - 1) : null;
+  const nextHref = around.next ? to(around.next, around.pos + 1) : null;
+  const go = (href) => () => { if (href) location.hash = href; };
+  setKeys({ j: go(nextHref), ArrowRight: go(nextHref), k: go(prevHref), ArrowLeft: go(prevHref), u: back, Escape: back });
+  return h("nav", { class: "sample-nav", id: "sample-nav", "aria-label": "Results of the list" },
+    prevHref ? h("a", { href: prevHref, id: "prev-sample", title: "previous (k or ←)" }, "← previous")
+      : h("span", { class: "muted" }, "← previous"),
+    h("span", { id: "sample-position" }, `${int(around.pos + 1)} of ${int(around.total)}`),
+    nextHref ? h("a", { href: nextHref, id: "next-sample", title: "next (j or →)" }, "next →")
+      : h("span", { class: "muted" }, "next →"),
+    h("span", { class: "muted small" }, "j / k to move, u to go back"));
+}
+
 function siblings(runId, data) {
   const others = data.siblings.filter((s) => s.id !== data.row.id);
   if (!others.length) return null;
-  return h("p", { class: "siblings" }, "Same sample: ",
-    others.map((s) => h("a", { href: link(["run", runId, "result", s.id]), class: `chip ${s.status}` },
-      `${s.experiment} · epoch ${s.epoch} · ${s.status}`)));
+  const me = data.row;
+  const flipped = others.filter((s) => s.epoch === me.epoch && s.experiment !== me.experiment
+    && (s.status === "passed") !== (me.status === "passed"));
+  return h("div", { class: "siblings" },
+    h("p", {}, "Same sample: ",
+      others.map((s) => h("a", { href: link(["run", runId, "result", s.id]), class: `chip ${s.status}` },
+        `${s.experiment} · epoch ${s.epoch} · ${s.status}`))),
+    flipped.length ? h("p", {}, "Flipped: ", flipped.map((s) => h("a", {
+      class: "button pair-link",
+      href: link(["pair"], { base_run: runId, base: me.id, treat: s.id }),
+    }, `side by side with ${s.experiment}`))) : null);
+}
+
+// A combined evaluator's reason is "label: reason; label: reason": each check's part.
+function checkReasons(score) {
+  const parts = {};
+  for (const piece of (score.reason || "").split("; ")) {
+    const at = piece.indexOf(": ");
+    if (at > 0) parts[piece.slice(0, at)] = piece.slice(at + 2);
+  }
+  return parts;
 }
 
 function scorePanel(r) {
   const s = r.score;
+  const reasons = checkReasons(s);
   const metrics = s.metrics.length
-    ? table(["Metric", "Value", "Weight"], s.metrics.map((m) =>
-      h("tr", {}, h("td", {}, m.name), h("td", { class: "num" }, num(m.value)), h("td", { class: "num" }, num(m.weight, 2)))))
+    ? table(["Metric", "Value", "Weight", "Reason"], s.metrics.map((m) =>
+      h("tr", { class: m.value < 0.5 && !m.name.includes(".") && m.value >= 0 ? "failed-row" : "" },
+        h("td", {}, m.name), h("td", { class: "num" }, num(m.value)),
+        h("td", { class: "num" }, num(m.weight, 2)), h("td", { class: "reason-full" }, reasons[m.name] || ""))),
+    { id: "score-metrics" })
     : null;
   return section("Score",
     h("dl", { class: "inline" },

@@ -1,0 +1,291 @@
+"""What the HTML report and the viewer both chart: checks, failure groups, flaky samples.
+
+The report reads `EvalResult`s and the viewer reads its index's columns; both hand the
+same plain values to these functions, so a number is computed once, one way, for both
+pages. Intervals follow `weakincentives.evals.summarize`: Wilson for a 0/1 rate, the
+mean's interval otherwise, cluster-robust by sample when a sample repeats (epochs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from weakincentives.evals import stats
+
+from ._charts import Curve
+from ._svg import BarChart, Mark
+
+__all__ = [
+    "MAX_CHECKS",
+    "MAX_FAILURE_GROUPS",
+    "CheckRate",
+    "FailureGroup",
+    "check_chart",
+    "check_rates_chart",
+    "estimate",
+    "estimate_counts",
+    "failure_key",
+    "flaky_chart",
+    "group_failures",
+    "is_check",
+    "pass_at_k_curve",
+]
+
+MAX_CHECKS = 24
+"""Checks charted at most (the first ones by name)."""
+MAX_FAILURE_GROUPS = 30
+"""Failure groups listed at most (the largest)."""
+MAX_GROUP_EXAMPLES = 20
+"""Results listed per failure group (all are counted)."""
+_FAILING = 0.5
+"""A check below this value failed (`Score`'s default pass threshold)."""
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+_SPACE = re.compile(r"\s+")
+_MAX_KEY = 160
+
+
+def estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[float, float, float]:
+    """`(mean, low, high)` of `values` with the interval `summarize` would give.
+
+    0/1 values get a Wilson interval; other values the mean's interval; when a cluster
+    (sample) repeats, the cluster-robust interval. Intervals of values in [0, 1] are
+    clipped to [0, 1].
+    NaN ends mean the interval is unknown (one value, or one cluster).
+    """
+    n = len(values)
+    if n == 0:
+        return 0.0, math.nan, math.nan
+    binary = all(v in (0.0, 1.0) for v in values)
+    if len(set(clusters)) == n and binary:
+        return estimate_counts(int(sum(values)), n)
+    if len(set(clusters)) == n:
+        found = stats.mean_ci(values)
+        mean, low, high = found.mean, found.low, found.high
+    else:
+        clustered = stats.clustered_mean(values, clusters)
+        mean, low, high = clustered.mean, clustered.low, clustered.high
+    if all(0.0 <= v <= 1.0 for v in values):  # a rate of values in [0, 1] stays in it
+        low, high = _clip01(low), _clip01(high)
+    return mean, low, high
+
+
+def estimate_counts(successes: int, n: int) -> tuple[float, float, float]:
+    """`estimate` of `n` distinct samples' 0/1 values of which `successes` are 1 (Wilson).
+
+    What `estimate` gives for such values; a store that counts in SQL calls this and
+    reads the values themselves only when a sample repeats or a value is not 0/1.
+    """
+    rate = stats.wilson_interval(successes, n)
+    return rate.rate, rate.low, rate.high
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRate:
+    """One check's rate in one experiment."""
+
+    name: str
+    """The metric's name."""
+    experiment: str
+    """The experiment."""
+    estimate: tuple[float, float, float]
+    """`(mean, low, high)` from `estimate`."""
+    n: int
+    """Results that report the metric."""
+    unit: bool
+    """Whether every value is in [0, 1]."""
+
+
+def _clip01(value: float) -> float:
+    return min(max(value, 0.0), 1.0) if math.isfinite(value) else value
+
+
+def is_check(name: str, values: Iterable[float]) -> bool:
+    """Whether a named metric is a check.
+
+    A check has a top-level name (a combined evaluator's child, not `child.metric`) and
+    every value in [0, 1].
+    """
+    return "." not in name and all(0.0 <= v <= 1.0 for v in values)
+
+
+def check_chart(
+    rows: Iterable[tuple[str, str, float, Hashable]], *, id: str = "chart-checks"
+) -> BarChart | None:
+    """Per-check pass rates per experiment from `(experiment, metric, value, sample)` rows.
+
+    A check's rate is the mean of its values over the results that report it (for a
+    0/1 check, the share of results that passed it; `Summary.metrics` holds the same
+    means), with `estimate`'s interval. Metrics that are not checks (`is_check`) are
+    left out; None when no check remains.
+    """
+    values: dict[tuple[str, str], list[float]] = {}
+    clusters: dict[tuple[str, str], list[Hashable]] = {}
+    for experiment, name, value, sample in rows:
+        values.setdefault((name, experiment), []).append(value)
+        clusters.setdefault((name, experiment), []).append(sample)
+    return check_rates_chart(
+        [
+            CheckRate(name, experiment, estimate(vs, clusters[(name, experiment)]), len(vs),
+                      all(0.0 <= v <= 1.0 for v in vs))
+            for (name, experiment), vs in values.items()
+        ],
+        id=id,
+    )  # fmt: skip
+
+
+def check_rates_chart(rates: Sequence[CheckRate], *, id: str = "chart-checks") -> BarChart | None:
+    """The checks chart of `rates` (see `check_chart`), in order of first appearance."""
+    unit: dict[str, bool] = {}
+    for rate in rates:
+        unit[rate.name] = unit.get(rate.name, True) and rate.unit
+    checks = sorted(name for name, ok in unit.items() if ok and "." not in name)[:MAX_CHECKS]
+    if not checks:
+        return None
+    found = {(r.name, r.experiment): r for r in rates}
+    experiments = list(dict.fromkeys(r.experiment for r in rates))
+    marks = []
+    for name in checks:
+        for experiment in experiments:
+            r = found.get((name, experiment))
+            if r is not None:
+                mean, low, high = r.estimate
+                marks.append(
+                    Mark(label=name, series=experiment, value=mean, low=low, high=high, n=r.n)
+                )
+    return BarChart(
+        id=id,
+        title="Checks: pass rate per check",
+        marks=tuple(marks),
+        note="Each check of the evaluator (named metrics of the score with values in 0-1): "
+        "the mean over the results that report it, with its 95% interval.",
+    )
+
+
+def pass_at_k_curve(
+    attempts: Mapping[str, Sequence[tuple[int, int]]],
+    *,
+    k_max: int = 10,
+    id: str = "chart-pass-at-k",
+) -> Curve | None:
+    """pass@k for k = 1..epochs per experiment from `(attempts, passes)` per sample.
+
+    The mean over samples of `stats.pass_at_k` (what `EvalReport.pass_at_k` averages);
+    a k above some sample's attempts has no value (NaN). None without repeated attempts.
+    """
+    most = max((n for counts in attempts.values() for n, _ in counts), default=0)
+    if most < 2:
+        return None
+    xs = tuple(range(1, min(most, k_max) + 1))
+    series = []
+    for experiment, counts in attempts.items():
+        ys = []
+        for k in xs:
+            if any(n < k for n, _ in counts):
+                ys.append(math.nan)
+            else:
+                ys.append(sum(stats.pass_at_k(n, c, k) for n, c in counts) / len(counts))
+        series.append((experiment, tuple(ys)))
+    return Curve(
+        id=id,
+        title="Epochs: pass@k",
+        xs=xs,
+        series=tuple(series),
+        note="pass@k: the chance that at least one of k attempts at a sample passes, "
+        "averaged over samples (unbiased estimator from all attempts).",
+    )
+
+
+def flaky_chart(
+    flaky: Iterable[tuple[str, str, int, int]],
+    *,
+    id: str = "chart-flaky",
+    limit: int = 20,
+) -> BarChart | None:
+    """The flaky samples' pass rates from `(experiment, sample, attempts, passes)`.
+
+    The `limit` least reliable are drawn (lowest share of passing attempts first); the
+    note says how many more there are.
+    """
+    marks = [
+        Mark(label=sample, series=experiment, value=passes / attempts, n=attempts)
+        for experiment, sample, attempts, passes in flaky
+    ]
+    if not marks:
+        return None
+    shown = sorted(marks, key=lambda m: (m.value, m.label))[:limit]
+    more = len(marks) - len(shown)
+    return BarChart(
+        id=id,
+        title=f"Epochs: {len(marks)} flaky samples",
+        marks=tuple(shown),
+        note="Samples that passed in some epochs and failed in others: the share of "
+        "attempts that passed (n = attempts)" + (f"; {more} more not drawn." if more else "."),
+    )
+
+
+# -- failures -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureGroup:
+    """Results that did not pass for the same reason."""
+
+    key: str
+    """What they have in common: `error kind: message` or `failed check: name, ...`."""
+    count: int
+    """Results in the group."""
+    examples: tuple[tuple[str, str, int, str], ...]
+    """The first results: `(experiment, sample_id, epoch, result ref)`; ref is the
+    viewer's result id (or empty in the report)."""
+
+
+def _shape(text: str) -> str:
+    """The first line of a message, its numbers replaced by `#`.
+
+    So "expected 3, got 4" and "expected 5, got 7" fall in one group.
+    """
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    shaped = _SPACE.sub(" ", _DIGITS.sub("#", first)).strip()
+    return shaped if len(shaped) <= _MAX_KEY else shaped[: _MAX_KEY - 1] + "…"
+
+
+def failure_key(
+    *,
+    error: str | None,
+    error_kind: str | None,
+    reason: str,
+    checks: Mapping[str, float],
+) -> str:
+    """The group of a result that did not pass.
+
+    An error groups by kind and message (numbers masked); a failure by the checks that
+    failed (top-level metrics in [0, 1] below 0.5), else by its reason (numbers masked).
+    """
+    if error is not None:
+        return f"{error_kind or 'error'}: {_shape(error) or '(no message)'}"
+    failing = sorted(name for name, v in checks.items() if is_check(name, [v]) and v < _FAILING)
+    if failing:
+        return "failed check: " + ", ".join(failing)
+    return f"failed: {_shape(reason) or '(no reason given)'}"
+
+
+def group_failures(
+    items: Iterable[tuple[str, tuple[str, str, int, str]]],
+) -> tuple[list[FailureGroup], int]:
+    """Group `(key, example)` pairs; returns the largest groups and the number of groups."""
+    counts: dict[str, int] = {}
+    examples: dict[str, list[tuple[str, str, int, str]]] = {}
+    for key, example in items:
+        counts[key] = counts.get(key, 0) + 1
+        listed = examples.setdefault(key, [])
+        if len(listed) < MAX_GROUP_EXAMPLES:
+            listed.append(example)
+    ranked = sorted(counts, key=lambda k: (-counts[k], k))
+    groups = [
+        FailureGroup(key=k, count=counts[k], examples=tuple(examples[k]))
+        for k in ranked[:MAX_FAILURE_GROUPS]
+    ]
+    return groups, len(counts)

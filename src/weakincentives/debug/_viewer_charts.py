@@ -1,0 +1,331 @@
+"""The viewer's charts and failure groups, from the index's columns.
+
+The run page's pass-rate chart draws the experiment statistics the page's cards show
+(`experiment_view`); slices use the same intervals (`_figures.estimate`); checks, flaky
+samples, pass@k and failure groups come from `_figures`, which the HTML report uses
+too. Everything is SQL over the index plus a little Python per group, so a run of
+100,000 results charts in well under a second (`bench/bench_viewer.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from weakincentives.evals import OutcomeComparison, Outcomes, compare_outcomes
+
+from ._charts import Chart, Histogram, chart_json
+from ._figures import (
+    CheckRate,
+    check_rates_chart,
+    estimate,
+    estimate_counts,
+    failure_key,
+    flaky_chart,
+    group_failures,
+    pass_at_k_curve,
+)
+from ._svg import BarChart, Format, Mark
+from ._viewer_index import ResultIndex
+
+__all__ = [
+    "MAX_SLICE_VALUES",
+    "comparison_charts",
+    "run_charts",
+    "slice_comparisons",
+    "slice_keys",
+]
+
+MAX_SLICE_VALUES = 20
+"""A metadata key is offered for slicing when it takes 2 to this many values."""
+
+_SLICE_SQL = """
+SELECT m.value, r.experiment, count(*), sum(r.status = 'passed'), count(DISTINCT r.sample_id)
+FROM results r JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND m.key = ? GROUP BY m.value, r.experiment ORDER BY m.value, min(r.id)
+"""
+_SLICE_ROWS_SQL = """
+SELECT r.status = 'passed', r.sample_id FROM results r JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND m.key = ? AND m.value = ? AND r.experiment = ? ORDER BY r.id
+"""
+_METRIC_SQL = """
+SELECT x.name, r.experiment, count(*), sum(x.value), count(DISTINCT r.sample_id),
+    sum(x.value IN (0, 1)), min(x.value) >= 0 AND max(x.value) <= 1
+FROM results r JOIN metrics x ON x.result_id = r.id
+WHERE r.run_id = ? GROUP BY x.name, r.experiment ORDER BY min(r.id)
+"""
+_METRIC_ROWS_SQL = """
+SELECT x.value, r.sample_id FROM results r JOIN metrics x ON x.result_id = r.id
+WHERE r.run_id = ? AND x.name = ? AND r.experiment = ? ORDER BY r.id
+"""
+_EPOCHS_SQL = "SELECT count(DISTINCT epoch) FROM results WHERE run_id = ?"
+_ATTEMPTS_SQL = """
+SELECT experiment, sample_id, count(*), sum(status = 'passed') FROM results
+WHERE run_id = ? GROUP BY experiment, sample_id ORDER BY min(id)
+"""
+# The checks a failed result failed: top-level metrics in [0, 0.5) (`failure_key`'s rule).
+_FAILED_SQL = """
+SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason,
+    (SELECT group_concat(name, ', ') FROM (SELECT x.name FROM metrics x
+     WHERE x.result_id = r.id AND instr(x.name, '.') = 0 AND x.value >= 0 AND x.value < 0.5
+     ORDER BY x.name))
+FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
+"""
+_VALUES_SQL = """
+SELECT iif(status = 'error', 0.0, score), latency_ms, tokens FROM results
+WHERE run_id = ? AND experiment = ? ORDER BY id
+"""
+_OUTCOMES_SQL = """
+SELECT m.value, r.sample_id, r.epoch, r.status, r.score FROM results r
+JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND r.experiment = ? AND m.key = ? ORDER BY r.id
+"""
+
+
+def slice_keys(metadata: Mapping[str, Sequence[str]]) -> list[str]:
+    """Metadata keys worth slicing on: 2 to `MAX_SLICE_VALUES` values (from the facets)."""
+    return [k for k, values in metadata.items() if 2 <= len(values) < MAX_SLICE_VALUES + 1]
+
+
+def run_charts(
+    index: ResultIndex,
+    run_id: str,
+    experiments: Sequence[Mapping[str, Any]],
+    *,
+    slice_key: str | None,
+) -> dict[str, Any]:
+    """The run page's charts (as `chart_json`) and its failure groups."""
+    charts: list[Chart] = [_pass_rate_chart(experiments)]
+    checks = _check_chart(index, run_id)
+    if checks is not None:
+        charts.append(checks)
+    if slice_key:
+        charts.append(_slice_chart(index, run_id, slice_key))
+    charts += _epoch_charts(index, run_id)
+    charts += _distributions(index, run_id, [e["name"] for e in experiments])
+    return {
+        "slice": slice_key,
+        "charts": [chart_json(chart) for chart in charts],
+        "failures": _failures(index, run_id),
+    }
+
+
+def _pass_rate_chart(experiments: Sequence[Mapping[str, Any]]) -> BarChart:
+    marks = tuple(
+        Mark(label=e["name"], value=e["pass_rate"], low=_float(e["pass_rate_ci"][0]),
+             high=_float(e["pass_rate_ci"][1]), n=e["n"])
+        for e in experiments
+    )  # fmt: skip
+    return BarChart(
+        id="chart-pass-rate",
+        title="Pass rate per experiment",
+        marks=marks,
+        note="Errors count as not passed; 95% interval (Wilson, or cluster-robust by sample "
+        "when epochs repeat).",
+    )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _check_chart(index: ResultIndex, run_id: str) -> BarChart | None:
+    rates = []
+    for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
+        if binary == n and samples == n:  # what `estimate` does for such values
+            found = estimate_counts(int(total), n)
+        else:
+            rows = index.query(_METRIC_ROWS_SQL, (run_id, name, experiment))
+            found = estimate([v for v, _ in rows], [c for _, c in rows])
+        rates.append(CheckRate(name, experiment, found, n, bool(unit)))
+    return check_rates_chart(rates)
+
+
+def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
+    marks = []
+    for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
+        if samples == n:  # what `estimate` does for 0/1 values of distinct samples
+            rate, low, high = estimate_counts(passes, n)
+        else:
+            rows = index.query(_SLICE_ROWS_SQL, (run_id, key, value, experiment))
+            rate, low, high = estimate([float(p) for p, _ in rows], [c for _, c in rows])
+        marks.append(Mark(label=value, series=experiment, value=rate, low=low, high=high, n=n))
+    return BarChart(
+        id="chart-slice",
+        title=f"Pass rate by {key}",
+        marks=tuple(marks),
+        note=f"One row per value of the metadata key {key!r} and experiment, with its 95% "
+        "interval; results without the key are left out.",
+    )
+
+
+def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
+    ((epochs,),) = index.query(_EPOCHS_SQL, (run_id,))
+    if epochs < 2:  # one attempt per sample: no pass@k, nothing flaky
+        return []
+    attempts: dict[str, list[tuple[int, int]]] = {}
+    flaky = []
+    for experiment, sample, n, passes in index.query(_ATTEMPTS_SQL, (run_id,)):
+        attempts.setdefault(experiment, []).append((n, passes))
+        if 0 < passes < n:
+            flaky.append((experiment, sample, n, passes))
+    out: list[Chart] = []
+    curve = pass_at_k_curve(attempts)
+    if curve is not None:
+        out.append(curve)
+        flaky_samples = flaky_chart(flaky)
+        if flaky_samples is not None:
+            out.append(flaky_samples)
+    return out
+
+
+def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) -> list[Chart]:
+    import numpy as np
+
+    columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
+    for experiment in experiments:
+        rows = index.query(_VALUES_SQL, (run_id, experiment))
+        array = np.asarray(rows, dtype=float).reshape(-1, 3)
+        for i, key in enumerate(columns):
+            columns[key][experiment] = array[:, i]
+    out: list[Chart] = []
+    specs: tuple[tuple[str, str, Format], ...] = (
+        ("score", "Score", "num"),
+        ("latency", "Latency", "ms"),
+        ("tokens", "Tokens (input + output)", "count"),
+    )
+    for key, title, fmt in specs:
+        chart = Histogram.of(
+            columns[key], id=f"chart-{key}", title=f"Distribution: {title.lower()}", format=fmt,
+            note=f"{title} of every result per experiment (errors score 0), on shared bins.",
+        )  # fmt: skip
+        if chart.series:
+            out.append(chart)
+    return out
+
+
+def _failures(index: ResultIndex, run_id: str) -> dict[str, Any]:
+    items = []
+    for rid, experiment, sample, epoch, error, kind, reason, failing in index.query(
+        _FAILED_SQL, (run_id,)
+    ):
+        if error is None and failing:  # `failure_key` of these checks, found by SQL
+            key = f"failed check: {failing}"
+        else:
+            key = failure_key(error=error, error_kind=kind, reason=reason, checks={})
+        items.append((key, (experiment, sample, epoch, str(rid))))
+    groups, total = group_failures(items)
+    return {
+        "not_passed": len(items),
+        "groups_count": total,
+        "groups": [
+            {
+                "key": g.key,
+                "count": g.count,
+                "examples": [
+                    {"experiment": e, "sample_id": s, "epoch": ep, "id": int(rid)}
+                    for e, s, ep, rid in g.examples
+                ],
+            }
+            for g in groups
+        ],
+    }
+
+
+# -- comparisons ---------------------------------------------------------------------------
+
+
+def comparison_charts(
+    comparison: OutcomeComparison,
+    slices: Sequence[tuple[str, OutcomeComparison]],
+    *,
+    key: str | None,
+) -> list[dict[str, Any]]:
+    """The paired delta, the discordant counts and the per-slice deltas (`chart_json`)."""
+    c = comparison
+    charts: list[Chart] = [
+        BarChart(
+            id="chart-delta",
+            title="Paired delta (treatment - baseline)",
+            format="pp",
+            marks=(
+                Mark(
+                    label="pass rate",
+                    value=c.delta,
+                    low=c.delta_ci.low,
+                    high=c.delta_ci.high,
+                    n=c.n_pairs,
+                ),
+            ),
+            note="Over the paired samples, in percentage points, with its 95% interval.",
+        ),
+        BarChart(
+            id="chart-discordant",
+            title="Discordant pairs",
+            format="count",
+            marks=(
+                Mark(label="regressed (pass → fail)", value=float(len(c.regressions))),
+                Mark(label="improved (fail → pass)", value=float(len(c.improvements))),
+            ),
+            note="The pairs McNemar's test reads; the other pairs agree.",
+        ),
+    ]
+    if key is not None and slices:
+        charts.append(
+            BarChart(
+                id="chart-slice-delta",
+                title=f"Paired delta by {key}",
+                format="pp",
+                marks=tuple(
+                    Mark(
+                        label=value,
+                        value=s.delta,
+                        low=s.delta_ci.low,
+                        high=s.delta_ci.high,
+                        n=s.n_pairs,
+                    )
+                    for value, s in slices
+                ),
+                note=f"The paired delta within each value of {key!r} (pairs whose baseline "
+                "has the key).",
+            )
+        )
+    return [chart_json(chart) for chart in charts]
+
+
+def slice_comparisons(
+    index: ResultIndex,
+    baseline: tuple[str, str],
+    treatment: tuple[str, str],
+    key: str,
+    names: tuple[str, str],
+) -> list[tuple[str, OutcomeComparison]]:
+    """`compare_outcomes` within each value of metadata `key` (the baseline's value)."""
+    sides = []
+    for run_id, experiment in (baseline, treatment):
+        columns: dict[str, tuple[list[str], list[int], list[bool], list[float]]] = {}
+        for value, sample, epoch, status, score in index.query(
+            _OUTCOMES_SQL, (run_id, experiment, key)
+        ):
+            ids, epochs, passed, scores = columns.setdefault(value, ([], [], [], []))
+            ids.append(sample)
+            epochs.append(epoch)
+            passed.append(status == "passed")
+            scores.append(0.0 if status == "error" else score)
+        sides.append(columns)
+    out = []
+    for value in sorted(sides[0]):
+        if value not in sides[1]:
+            continue
+        outcomes = [
+            Outcomes(sample_ids=i, epochs=e, passed=p, scores=s)
+            for i, e, p, s in (side[value] for side in sides)
+        ]
+        # The delta's interval does not use the bootstrap: skip it per slice.
+        compared = compare_outcomes(
+            outcomes[0], outcomes[1], baseline_name=names[0], treatment_name=names[1],
+            bootstrap_resamples=0,
+        )  # fmt: skip
+        if compared.n_pairs:
+            out.append((value, compared))
+    return out

@@ -1,0 +1,132 @@
+"""The viewer's full-text search: the text of every result, indexed after the columns.
+
+The search box searches a result's sample id, reason, error, output, the strings of its
+transcript (message contents, tool names, the arguments of the tool calls the model
+asked for) and its tool calls (name, params, message, error), with SQLite FTS5 over
+the index's `search` table (rowid = the result's id).
+
+Gathering that text and indexing it is about half of what opening a run costs, so it is
+done after the index has its columns (`ResultIndex.finish`), on a background thread:
+the viewer serves pages at once, and a search waits (`SearchBuilder.wait`) only when it
+comes before the text is in. The builder reads each run's file again, only the lines the
+index kept (the last line per key), one batch at a time under the index's lock, so pages
+are answered between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from weakincentives.errors import ViewerError
+
+from ._run_loader import STAGE, stage_lines
+
+__all__ = ["SEARCH_WAIT", "SearchBuilder"]
+
+SEARCH_WAIT = 300.0
+"""Seconds a search waits for the text index before it is refused."""
+
+_log = logging.getLogger(__name__)
+
+_NL = "char(10)"
+
+
+def _lines_of(*parts: str) -> str:
+    """SQL: the non-NULL `parts`, each followed by a newline."""
+    return " || ".join(f"ifnull({part} || {_NL}, '')" for part in parts)
+
+
+_TOOL_CALL_TEXT = _lines_of(
+    "c ->> '$.name'", "(c -> '$.params')", "c ->> '$.message'", "c ->> '$.error'"
+)
+_SEARCH_TEXT = _lines_of(
+    "j ->> '$.sample_id'",
+    "j ->> '$.score.reason'",
+    "j ->> '$.error'",
+    "iif(json_type(j, '$.output') = 'text', j ->> '$.output', nullif(j -> '$.output', 'null'))",
+    # Every string of the transcript under these keys: message contents, tool names and
+    # the arguments of the tool calls the model asked for.
+    "(SELECT group_concat(atom, char(10)) FROM json_tree(j, '$.messages') "
+    "WHERE type = 'text' AND key IN ('content', 'name', 'arguments'))",
+    # Each tool call rendered once (LIMIT -1), its fields read from that small text.
+    f"(SELECT group_concat({_TOOL_CALL_TEXT}, '') FROM (SELECT e.value AS c "
+    "FROM json_each(j -> '$.tool_calls') AS e LIMIT -1))",
+)
+"""SQL over a staged line: the text the search box searches (see the module docstring)."""
+
+
+_SEARCH_FILL = (
+    f"INSERT INTO search (rowid, body) SELECT :id_base + line, {_SEARCH_TEXT} FROM {STAGE} "
+    "WHERE json_valid(j)"
+)
+_KEPT = "SELECT line FROM results WHERE run_id = ?"
+
+
+class SearchBuilder:
+    """Fills the `search` table of an index's database for the runs given.
+
+    Args:
+        db: The index's connection (read-only between batches: `PRAGMA query_only`).
+        lock: The lock that serializes every use of `db`.
+        sources: `(results file, id base, run id)` per run: a line `n` of the file is
+            result `id_base + n` of the index.
+    """
+
+    def __init__(
+        self, db: sqlite3.Connection, lock: threading.Lock, sources: Sequence[tuple[Path, int, str]]
+    ) -> None:
+        self._db = db
+        self._lock = lock
+        self._sources = tuple(sources)
+        self._done = threading.Event()
+        self._error: str | None = None
+
+    def start(self) -> None:
+        """Build on a daemon thread."""
+        threading.Thread(target=self.run, name="wink-debug-search", daemon=True).start()
+
+    def run(self) -> None:
+        """Build now, in this thread; a failure is kept for `wait` to report."""
+        try:
+            for path, id_base, run_id in self._sources:
+                self._index(path, id_base, run_id)
+        except Exception as exc:  # reported to every search waiting on the index
+            self._error = f"cannot index the text of the results: {exc}"
+            _log.warning("%s", self._error)
+        finally:
+            self._done.set()
+
+    def _index(self, path: Path, id_base: int, run_id: str) -> None:
+        with self._lock:
+            kept = {line for (line,) in self._db.execute(_KEPT, (run_id,))}
+        batches = stage_lines(self._db, path, only=kept)
+        while True:
+            with self._lock:
+                self._db.execute("PRAGMA query_only = OFF")
+                try:
+                    if next(batches, None) is None:  # the generator emptied the stage
+                        return
+                    self._db.execute(_SEARCH_FILL, {"id_base": id_base})
+                finally:
+                    self._db.execute("PRAGMA query_only = ON")
+
+    @property
+    def ready(self) -> bool:
+        """Whether the text index is complete (or failed)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the text index.
+
+        Raises:
+            ViewerError: the text could not be indexed, or `timeout` (default
+                `SEARCH_WAIT`) passed first.
+        """
+        if not self._done.wait(SEARCH_WAIT if timeout is None else timeout):
+            raise ViewerError("the search index is still being built; try again shortly")
+        if self._error is not None:
+            raise ViewerError(f"search is unavailable: {self._error}")
