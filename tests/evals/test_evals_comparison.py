@@ -109,9 +109,9 @@ def test_paired_statistics_match_the_stats_functions(comparison: ExperimentCompa
     assert comparison.bootstrap_ci == expected.bootstrap_interval
     # 12 pairs with 6 discordant cannot reach 80% power with McNemar: unknown, with why.
     assert math.isnan(comparison.minimum_detectable_effect)
-    assert comparison.why("minimum_detectable_effect") == expected.reasons[
-        "minimum_detectable_effect"
-    ]
+    assert (
+        comparison.why("minimum_detectable_effect") == expected.reasons["minimum_detectable_effect"]
+    )
     mcnemar = stats.mcnemar(2, 4)
     assert comparison.mcnemar == mcnemar
     assert mcnemar.exact
