@@ -32,10 +32,9 @@ from weakincentives.evals import Sample
 __all__ = ["result_line", "run_baseline", "run_thread_baseline"]
 
 
-def result_line(
-    sample_id: str, output: Any, expected: Any, latency_ms: float, run_id: str
-) -> bytes:
+def result_line(sample: Sample[Any, Any], output: Any, latency_ms: float, run_id: str) -> bytes:
     """The JSONL line of one scored sample, shaped like a serialized `EvalResult`."""
+    sample_id, expected = sample.id, sample.expected
     passed = output == expected
     reason = f"output equals expected {expected!r}" if passed else f"expected {expected!r}"
     line = {
@@ -58,6 +57,8 @@ def result_line(
         "tool_calls": [],
         "delivery_count": 1,
         "environment": None,
+        "input": sample.input,
+        "expected": expected,
     }  # fmt: skip
     return json.dumps(line, separators=(",", ":")).encode() + b"\n"
 
@@ -105,7 +106,7 @@ async def _worker(
         start = time.perf_counter()
         output = await agent(sample.input) if is_async else agent(sample.input)
         latency_ms = (time.perf_counter() - start) * 1000.0
-        out.write(result_line(sample.id, output, sample.expected, latency_ms, run_id))
+        out.write(result_line(sample, output, latency_ms, run_id))
         written += 1
     return written
 
@@ -129,7 +130,7 @@ def run_thread_baseline(
             start = time.perf_counter()
             output = agent(sample.input)
             latency_ms = (time.perf_counter() - start) * 1000.0
-            line = result_line(sample.id, output, sample.expected, latency_ms, run_id)
+            line = result_line(sample, output, latency_ms, run_id)
             with lock:
                 out.write(line)
                 written += 1
