@@ -83,3 +83,8 @@ def test_run_on_redis_collects_every_result_into_the_run_store(
     assert report.pass_rate == pytest.approx(15 / 20)
     # The samples ran on the worker, not in the client.
     assert worker.eval_loop.stats.succeeded == 20
+    # The manifest records the provenance, and every result line its input and expected.
+    manifest = json.loads((tmp_path / "runs" / "dist-1" / "run.json").read_text())
+    assert manifest["provenance"]["python_version"]
+    lines = (tmp_path / "runs" / "dist-1" / "results.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["input"] is not None for line in lines)

@@ -286,12 +286,15 @@ def _run_on_redis(
     progress: Any,
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
+    from weakincentives import serde
     from weakincentives.contrib.distributed import run_distributed
     from weakincentives.evals import Fingerprint, RunProvenance
+    from weakincentives.evals.store import git_commit
 
     provenance = RunProvenance.collect(
-        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256
-    )
+        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256,
+        git_commit=git_commit(),
+    )  # fmt: skip
     fingerprint = Fingerprint.build(
         dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
         evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
@@ -303,6 +306,7 @@ def _run_on_redis(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=store, fingerprint=fingerprint, run_id=run_id,
             epochs=epochs, timeout=timeout, progress=progress,
+            provenance=serde.dump(provenance),
         )  # fmt: skip
     with store.resume(resume, fingerprint) as handle:
         return run_distributed(

@@ -93,6 +93,7 @@ def run_distributed(
     timeout: float | None = None,
     progress: ProgressSink | None = None,
     config: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `dataset` under `experiments` on the workers serving `requests`.
@@ -120,6 +121,8 @@ def run_distributed(
             report says `complete=False` and a run created here is `interrupted`.
         progress: Told about each distinct result.
         config: Settings kept in the report and the run's manifest.
+        provenance: What produced the run (`RunProvenance`, JSON form), for the manifest
+            of a run created here.
         clock: Clock of the timeout and of the backoff while Redis is unreachable.
 
     Returns:
@@ -149,7 +152,15 @@ def run_distributed(
     status: RunStatus = "interrupted"
     try:
         handle, owned = _open_run(
-            run_store, samples, experiments, epochs, fingerprint, run_id, settings, len(expected)
+            run_store,
+            samples,
+            experiments,
+            epochs,
+            fingerprint,
+            run_id,
+            settings,
+            len(expected),
+            provenance,
         )
         run_id = handle.run_id if handle is not None else run_id or new_run_id(clock.now())
         collector = _Collector(expected, run_id, handle, progress)
@@ -384,6 +395,7 @@ def _open_run(
     run_id: str | None,
     settings: Mapping[str, Any],
     expected: int,
+    provenance: Mapping[str, Any] | None = None,
 ) -> tuple[RunHandle | None, bool]:
     """The run handle to append to, and whether this call created it (and finishes it)."""
     if run_store is None:
@@ -404,8 +416,9 @@ def _open_run(
             epochs=epochs,
         )
     handle = run_store.create(
-        fingerprint, run_id=run_id, config=settings, expected_results=expected
-    )
+        fingerprint, run_id=run_id, config=settings, expected_results=expected,
+        provenance=provenance,
+    )  # fmt: skip
     return handle, True
 
 
