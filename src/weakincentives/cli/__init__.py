@@ -2,7 +2,8 @@
 
 Each command group lives in its own module with a `register(app)` function:
 `_eval` (`wink eval run|report|compare`), `_stats` (`wink stats power`), `_query`
-(`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`).
+(`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`). `_console` prints
+errors the one way every command shares: one line on stderr, never wrapped.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import typer
 
 from weakincentives.cli import _debug, _eval, _query, _stats, _worker
+from weakincentives.cli._console import WinkGroup
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="wink",
+    cls=WinkGroup,
     help="weakincentives: evaluate the agent you ship.",
     no_args_is_help=True,
     add_completion=False,

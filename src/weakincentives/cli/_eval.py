@@ -33,6 +33,15 @@ from weakincentives.evals import (
 )
 from weakincentives.runtime import AgentLoop
 
+from ._console import (
+    EXIT_BELOW_THRESHOLD,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    error_console,
+    fail,
+)
 from ._experiments import parse_experiments
 from ._targets import (
     BUILTIN_EVALUATORS,
@@ -49,9 +58,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunPlan", "build_plan", "register"]
 
-EXIT_BELOW_THRESHOLD = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
 
@@ -62,10 +68,7 @@ _QUERY_EXAMPLE = (
 
 
 def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
-    from rich.console import Console
-
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {error}", highlight=False)
-    raise typer.Exit(code)
+    fail(error, code)
 
 
 # -- planning a run ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from weakincentives.clock import Clock
-from weakincentives.errors import MailboxError
+from weakincentives.errors import MailboxConnectionError, MailboxError
 from weakincentives.runtime.dlq import (
     DeadLetter,
     DeadLetterReason,
@@ -26,6 +26,7 @@ from weakincentives.runtime.dlq import (
 )
 from weakincentives.runtime.lease import WorkerHeartbeat
 from weakincentives.runtime.mailbox import Message
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 
 __all__ = ["Counter", "Delivery", "Settling"]
 
@@ -121,24 +122,26 @@ class Settling:
                 return False
             try:
                 call()
-            except MailboxError:
+            except MailboxError as error:
                 self._count("settle_errors")
-                _log.warning(
-                    "%s: could not settle message %s; it will be delivered again",
-                    self._name,
-                    delivery.message.id,
-                    exc_info=True,
-                )
+                self._settle_failed(f"could not settle message {delivery.message.id}", error)
                 return False
             return True
+
+    def _settle_failed(self, what: str, error: MailboxError) -> None:
+        # An unreachable backend is one outage, however many messages meet it.
+        if isinstance(error, MailboxConnectionError):
+            BACKEND_OUTAGE.failed(f"{self._name} {what}", error)
+        else:
+            _log.warning("%s: %s; it will be delivered again", self._name, what, exc_info=error)
 
     def give_back(self, message: Message[Any, Any], visibility_timeout: float = 0.0) -> None:
         """Return `message` to the queue (a nack), logging a mailbox that refuses."""
         try:
             message.nack(visibility_timeout=visibility_timeout)
-        except MailboxError:
+        except MailboxError as error:
             self._count("settle_errors")
-            _log.warning("%s: could not return message %s", self._name, message.id, exc_info=True)
+            self._settle_failed(f"could not return message {message.id}", error)
 
     def _on_failure(self, delivery: Delivery, error: Exception) -> None:
         message = delivery.message
@@ -153,14 +156,17 @@ class Settling:
         action = failure_action(error, message.delivery_count, retry=self._retry, dlq=self._dlq)
         if action == "retry":
             delay = self._retry.backoff(message.delivery_count)
-            _log.warning(
-                "%s: message %s failed on delivery %d; retrying in %.3gs",
-                self._name,
-                message.id,
-                message.delivery_count,
-                delay,
-                exc_info=error,
-            )
+            if isinstance(error, MailboxConnectionError):  # e.g. its reply could not be sent
+                BACKEND_OUTAGE.failed(f"{self._name} was handling message {message.id}", error)
+            else:
+                _log.warning(
+                    "%s: message %s failed on delivery %d; retrying in %.3gs",
+                    self._name,
+                    message.id,
+                    message.delivery_count,
+                    delay,
+                    exc_info=error,
+                )
             if self.settle(delivery, lambda: message.nack(visibility_timeout=delay)):
                 self._count("retried")
         else:

@@ -30,7 +30,12 @@ from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxError
+from weakincentives.errors import (
+    ConfigurationError,
+    MailboxClosedError,
+    MailboxConnectionError,
+    MailboxError,
+)
 from weakincentives.runtime._loop_thread import LoopThread
 from weakincentives.runtime._settling import Counter, Delivery, Settling
 from weakincentives.runtime.dlq import (
@@ -38,6 +43,7 @@ from weakincentives.runtime.dlq import (
     RetryPolicy,
 )
 from weakincentives.runtime.lease import LeaseExtender, LeaseExtenderConfig, WorkerHeartbeat
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 from weakincentives.runtime.mailbox import (
     MAX_MESSAGES,
     MAX_WAIT_SECONDS,
@@ -306,13 +312,12 @@ class MailboxWorker(Generic[T, R]):
                 )  # fmt: skip
             except MailboxClosedError:
                 return
-            except MailboxError:
+            except MailboxError as error:
                 failures += 1
-                self._receive_failed(failures)
+                self._receive_failed(failures, error)
                 continue
-            if failures:
-                _log.warning("%s: receive works again after %d failures", self._name, failures)
-                failures = 0
+            failures = 0
+            BACKEND_OUTAGE.succeeded()  # one attribute read unless an outage is ongoing
             self._beat()
             if messages:
                 self._dispatch(pool, messages)
@@ -353,22 +358,26 @@ class MailboxWorker(Generic[T, R]):
                 break
         return gathered
 
-    def _receive_failed(self, failures: int) -> None:
+    def _receive_failed(self, failures: int, error: MailboxError) -> None:
         """Back off after a failed receive: the worker outlives a backend outage.
 
         The pause doubles with each consecutive failure (up to `_MAX_RECEIVE_BACKOFF`)
-        and ends early on `shutdown()`. Only the first failure of an outage is logged
-        with its traceback, so a long outage does not flood the logs.
+        and ends early on `shutdown()`. An unreachable backend is reported to
+        `BACKEND_OUTAGE` (one warning per outage, one line when it is back); any other
+        failure is logged with its traceback the first time only.
         """
         self._count("receive_errors")
         pause = min(_MAX_RECEIVE_BACKOFF, _IDLE_PAUSE * 2.0 ** min(failures - 1, 16))
-        _log.warning(
-            "%s: receive failed (%d in a row); retrying in %.2gs",
-            self._name,
-            failures,
-            pause,
-            exc_info=failures == 1,
-        )
+        if isinstance(error, MailboxConnectionError):
+            BACKEND_OUTAGE.failed(f"{self._name} was receiving", error)
+        else:
+            _log.warning(
+                "%s: receive failed (%d in a row); retrying in %.2gs",
+                self._name,
+                failures,
+                pause,
+                exc_info=failures == 1,
+            )
         self._stop.wait(pause)
 
     def _wait_for_slot(self) -> int:

@@ -38,6 +38,7 @@ from weakincentives.evals import (
     new_run_id,
 )
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 
 from ._connection import Backoff, describe, redis_client
 
@@ -239,12 +240,13 @@ def _submit(
         batch = pending[start : start + _SUBMIT_BATCH]
         try:
             outbox.send_many(batch, reply_to=reply_name)
-        except MailboxConnectionError:
+        except MailboxConnectionError as error:
             if _expired(clock, deadline):
                 return False
-            _log_outage(backoff, "submitting requests")
+            BACKEND_OUTAGE.failed("submitting requests", error)
             backoff.wait(deadline)
             continue  # the batch again: requests sent twice are answered once
+        BACKEND_OUTAGE.succeeded()
         backoff.reset()
         start += len(batch)
     return True
@@ -268,13 +270,12 @@ def _collect(
                 visibility_timeout=_RESULT_VISIBILITY,
                 wait_time_seconds=max(0.0, wait),
             )
-        except MailboxConnectionError:
-            _log_outage(backoff, "receiving results")
+        except MailboxConnectionError as error:
+            BACKEND_OUTAGE.failed("receiving results", error)
             backoff.wait(deadline)
             continue
-        if backoff.failures:
-            _log.warning("Redis is reachable again after %d failed attempts", backoff.failures)
-            backoff.reset()
+        BACKEND_OUTAGE.succeeded()
+        backoff.reset()
         collector.take(messages)  # stores before anything is acknowledged
         for message in messages:
             _quietly(message.acknowledge, f"acknowledging result {message.id}")
@@ -413,17 +414,11 @@ def _expired(clock: Clock, deadline: float | None) -> bool:
     return deadline is not None and clock.monotonic() >= deadline
 
 
-def _log_outage(backoff: Backoff, action: str) -> None:
-    # The traceback once per outage; then one line per attempt.
-    _log.warning(
-        "Redis unreachable while %s (attempt %d); retrying in %.2gs",
-        action, backoff.failures + 1, backoff.next_delay(), exc_info=backoff.failures == 0,
-    )  # fmt: skip
-
-
 def _quietly(call: Any, action: str) -> None:
     try:
         call()
+    except MailboxConnectionError as exc:
+        BACKEND_OUTAGE.failed(action, exc)
     except MailboxError as exc:
         # An unacknowledged result is delivered again and dropped as a duplicate.
         _log.warning("failed %s: %s", action, exc)
