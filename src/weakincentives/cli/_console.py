@@ -12,8 +12,12 @@ The exit codes every command shares are named here (see the README's table).
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -31,6 +35,7 @@ __all__ = [
     "WinkGroup",
     "error_console",
     "fail",
+    "interrupts_as_keyboard_interrupt",
     "print_error",
 ]
 
@@ -65,6 +70,37 @@ def fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
     """Print `error: <error>` on stderr and exit with `code` (2 by default)."""
     print_error(error)
     raise typer.Exit(code)
+
+
+@contextmanager
+def interrupts_as_keyboard_interrupt() -> Iterator[list[int]]:
+    """Handle SIGTERM like Ctrl-C inside the block; yield the signals received.
+
+    SIGTERM goes where SIGINT would: to the handler in place when it arrives (under
+    `run_eval`, asyncio's, which cancels the run so that it is recorded as interrupted
+    and raises `KeyboardInterrupt` once it is), else as a `KeyboardInterrupt` raised
+    right there. The caller tells the two apart by the yielded list (`signal.SIGTERM`
+    in it: exit 143, not 130). Off the main thread (signals cannot be handled there)
+    nothing changes.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        on_sigint = signal.getsignal(signal.SIGINT)
+        if callable(on_sigint) and on_sigint is not signal.default_int_handler:
+            on_sigint(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class WinkGroup(TyperGroup):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
@@ -41,6 +43,8 @@ from ._console import (
     EXIT_USAGE,
     error_console,
     fail,
+    interrupts_as_keyboard_interrupt,
+    print_error,
 )
 from ._experiments import parse_experiments
 from ._targets import (
@@ -58,6 +62,10 @@ if TYPE_CHECKING:
 
 __all__ = ["RunPlan", "build_plan", "register"]
 
+DEFAULT_TIMEOUT = 600.0
+"""Seconds per sample when `--timeout` is not given (`--timeout 0`: no limit)."""
+DEFAULT_CONCURRENCY = 16
+"""Samples in flight when `--concurrency` is not given."""
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
 
@@ -83,7 +91,7 @@ class RunPlan:
     dataset: Dataset[Any, Any]
     """The samples."""
     evaluator: Any
-    """The (combined) evaluator."""
+    """The (combined) evaluator (None for `--redis`: the workers' is used)."""
     experiments: tuple[Experiment, ...]
     """Experiments to run, the first one the baseline of comparisons."""
 
@@ -96,8 +104,12 @@ def build_plan(
     experiments: Sequence[str],
     input_type: str | None = None,
     expected_type: str | None = None,
+    needs_evaluator: bool = True,
 ) -> RunPlan:
     """Resolve TARGET, types, dataset, evaluators and experiments.
+
+    With `needs_evaluator=False` (a run on Redis workers, which score with their own
+    evaluator) no evaluator is required nor resolved.
 
     Raises:
         ConfigurationError: any reference or option is wrong.
@@ -118,7 +130,7 @@ def build_plan(
     return RunPlan(
         target=resolved.target,
         dataset=samples,
-        evaluator=combine_evaluators(chosen),
+        evaluator=combine_evaluators(chosen) if needs_evaluator else None,
         experiments=parse_experiments(experiments, resolved.experiments or (BASELINE,)),
     )
 
@@ -170,8 +182,18 @@ def _run(
         ),
     ] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Runs per sample and experiment.")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Samples in flight at once.")] = 16,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per sample.")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"Samples in flight at once [default: {DEFAULT_CONCURRENCY}]."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help=f"Seconds per sample, then an error of kind timeout (a stuck agent's thread "
+            f"is abandoned) [default: {DEFAULT_TIMEOUT:g}; 0: no limit].",
+        ),
+    ] = None,
     runs_dir: Annotated[Path, typer.Option(help="Directory of run directories.")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="Id of the new run.")] = None,
     resume: Annotated[
@@ -210,51 +232,136 @@ def _run(
     ] = None,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
-    from rich.console import Console
-
-    from ._progress import progress_for
-
     if run_id is not None and resume is not None:
         _fail("--run-id names a new run and --resume an existing one; give one of them")
-    try:
-        plan = build_plan(
-            target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-            input_type=input_type, expected_type=expected_type,
-        )  # fmt: skip
-    except (WinkError, ValueError) as exc:
-        _fail(exc)
+    if redis is not None:
+        _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = _Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
         epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
+        distributed=_redis_args(redis, requests, namespace),
     )  # fmt: skip
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        if redis is not None:
-            report = _run_on_redis(
-                plan, redis_url=redis, requests=requests, namespace=namespace,
-                runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
-                timeout=run_timeout, progress=None if as_json else progress_for(err),
+    with interrupts_as_keyboard_interrupt() as signals:
+        try:
+            plan = _plan(
+                target, dataset=dataset, evaluators=evaluator or (),
+                experiments=experiment or (), input_type=input_type,
+                expected_type=expected_type, distributed=redis is not None,
             )  # fmt: skip
-            _print_run(report, plan, hints, as_json=as_json)
-            _check_threshold(report, fail_under)
-            return
-        report = run_eval(
-            plan.dataset, plan.target, plan.evaluator,
-            experiments=plan.experiments, epochs=epochs, max_concurrent=concurrency,
-            timeout=timeout, store=RunStore(runs_dir),
-            run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
-            cache=_cache_path(plan.target, runs_dir, no_cache),
-            progress=None if as_json else progress_for(err),
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted:[/] run {Path(the_id).name} is saved as interrupted.")
-        err.print(hints.text(Path(the_id).name), highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt:
+            _stopped(signals, "before the run started; nothing was recorded")
+        from ._progress import LineProgress, progress_for  # rich loads here, not at start
+
+        err = error_console()
+        progress = LineProgress(err) if as_json else progress_for(err)
+        try:
+            if redis is not None:
+                report = _run_on_redis(
+                    plan, redis_url=redis, requests=requests, namespace=namespace,
+                    runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
+                    timeout=run_timeout, progress=progress,
+                )  # fmt: skip
+            else:
+                report = run_eval(
+                    plan.dataset, plan.target, plan.evaluator,
+                    experiments=plan.experiments, epochs=epochs,
+                    max_concurrent=concurrency or DEFAULT_CONCURRENCY,
+                    timeout=_sample_timeout(timeout), store=RunStore(runs_dir),
+                    run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
+                    cache=_cache_path(plan.target, runs_dir, no_cache), progress=progress,
+                )  # fmt: skip
+        except KeyboardInterrupt:
+            name = Path(the_id).name
+            _stopped(signals, f"run {name} is saved as interrupted", hints.text(name))
+        except (WinkError, ValueError) as exc:
+            _fail(exc)
+    _print_run(report, plan, hints, as_json=as_json)
+    _check_complete(report, hints)
+    _check_threshold(report, fail_under)
+
+
+def _plan(target: str, *, distributed: bool, **options: Any) -> RunPlan:
+    """`build_plan`, failing with exit 2 on a bad option and exit 3 on an empty dataset."""
+    try:
+        plan = build_plan(target, needs_evaluator=not distributed, **options)
     except (WinkError, ValueError) as exc:
         _fail(exc)
-    _print_run(report, plan, hints, as_json=as_json)
-    _check_threshold(report, fail_under)
+    if len(plan.dataset) == 0:
+        _fail("the dataset holds no samples; nothing to evaluate", EXIT_INCOMPLETE)
+    return plan
+
+
+def _redis_args(url: str | None, requests: str, namespace: str) -> tuple[str, ...]:
+    """The flags that point a resumed run at the same workers (no password shown)."""
+    if url is None:
+        return ()
+    parts = urlsplit(url)
+    if parts.password:
+        user = parts.username or ""
+        url = urlunsplit(parts._replace(netloc=f"{user}:****@{parts.netloc.rpartition('@')[2]}"))
+    args = ["--redis", url]
+    if requests != "eval-requests":
+        args += ["--requests", requests]
+    if namespace != "wink":
+        args += ["--namespace", namespace]
+    return tuple(args)
+
+
+def _sample_timeout(timeout: float | None) -> float | None:
+    """The per-sample timeout to run with: the default, the given seconds, or none (0)."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    return timeout or None
+
+
+def _refuse_local_flags(*, evaluator: Any, timeout: Any, concurrency: Any) -> None:
+    """With `--redis`, the workers decide these: refuse them rather than ignore them."""
+    where = {
+        "--evaluator": "the workers score with their WorkerSpec's evaluator",
+        "--timeout": "set it on the workers: WorkerSpec(config=EvalLoopConfig(timeout=...))",
+        "--concurrency": "give each worker `wink worker --concurrency N`",
+    }
+    flags = {"--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency}
+    given = [flag for flag, value in flags.items() if value]
+    if given:
+        reasons = "; ".join(f"{flag}: {where[flag]}" for flag in given)
+        _fail(f"{', '.join(given)} cannot be used with --redis ({reasons})")
+
+
+def _stopped(signals: list[int], what: str, hint: str | None = None) -> NoReturn:
+    """Report a Ctrl-C or SIGTERM and exit 130 or 143."""
+    from rich.text import Text
+
+    terminated = signal.SIGTERM in signals
+    console = error_console()
+    label = "terminated" if terminated else "interrupted"
+    console.print(Text.assemble((f"{label}:", "yellow"), f" {what}."))
+    if hint is not None:
+        console.print(hint, markup=False)
+    raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+
+
+def _check_complete(report: EvalReport, hints: _Hints) -> None:
+    """Exit 3 when results are missing (a run timeout, lost requests, a fail-fast stop)."""
+    if report.complete:
+        return
+    run_id = report.run_id or ""
+    reason = report.config.get("stopped")
+    queued = report.config.get("queued_requests")
+    detail = f": {reason}" if isinstance(reason, str) else ""
+    if isinstance(queued, int) and queued:
+        detail += (
+            f"; {queued} requests still wait in the requests mailbox (is a `wink worker` "
+            "serving it?)"
+        )
+    print_error(
+        f"the run is incomplete, {report.missing} of {report.expected_count} results "
+        f"missing{detail}; finish it with: {hints.resume_command(run_id)}",
+        label="incomplete",
+        style="bold yellow",
+    )
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def _run_on_redis(
@@ -274,9 +381,12 @@ def _run_on_redis(
     from weakincentives.contrib.distributed import run_distributed
     from weakincentives.evals import Fingerprint
 
+    # The workers run their own WorkerSpec (agent, evaluator, per-sample timeout): the
+    # fingerprint names the mailbox they serve, not an evaluator this process would pick.
     fingerprint = Fingerprint.build(
-        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
-        evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
+        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments, evaluators=(),
+        target=plan.target, epochs=epochs,
+        extra={"workers": f"redis:{namespace}/{requests}", "evaluator": "the workers'"},
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:
@@ -305,6 +415,8 @@ class _Hints:
     runs_dir: Path
     input_type: str | None
     expected_type: str | None
+    distributed: tuple[str, ...] = ()
+    """`--redis URL` and its companions (the URL without its password)."""
 
     def resume_command(self, run_id: str) -> str:
         args = ["wink", "eval", "run", self.target]
@@ -323,7 +435,7 @@ class _Hints:
             args += ["--epochs", str(self.epochs)]
         if self.runs_dir != Path("runs"):
             args += ["--runs-dir", str(self.runs_dir)]
-        return shlex.join([*args, "--resume", run_id])
+        return shlex.join([*args, *self.distributed, "--resume", run_id])
 
     def text(self, run_id: str) -> str:
         run_dir = shlex.quote(str(self.runs_dir / run_id))

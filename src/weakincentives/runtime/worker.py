@@ -43,7 +43,6 @@ from weakincentives.runtime.dlq import (
     RetryPolicy,
 )
 from weakincentives.runtime.lease import LeaseExtender, LeaseExtenderConfig, WorkerHeartbeat
-from weakincentives.runtime.outage import BACKEND_OUTAGE
 from weakincentives.runtime.mailbox import (
     MAX_MESSAGES,
     MAX_WAIT_SECONDS,
@@ -51,6 +50,7 @@ from weakincentives.runtime.mailbox import (
     Message,
     check_timeout,
 )
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 from weakincentives.runtime.threads import WorkerThreads
 
 __all__ = ["MailboxWorker", "WorkerStats"]

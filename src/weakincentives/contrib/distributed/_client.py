@@ -40,7 +40,8 @@ from weakincentives.evals import (
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
-from ._connection import Backoff, describe, redis_client
+from ._connection import Backoff, check_reachable, describe, redis_client
+from ._tracking import RunMarker, Watch
 
 __all__ = ["ProgressSink", "reply_mailbox_name", "run_distributed"]
 
@@ -130,10 +131,14 @@ def run_distributed(
         ConfigurationError: Bad arguments (neither or both of `redis_url` and
             `client`, no experiments, duplicate names, `epochs < 1`, ...).
         RunStoreError: Results could not be stored (they stay in Redis for a resume).
+        MailboxConnectionError: `redis_url` does not answer (checked before the run is
+            created, after the client's own retries).
     """
     samples = list(dataset)
     _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
     connection = client if client is not None else redis_client(str(redis_url))
+    if client is None:
+        check_reachable(connection)
     settings = {
         "mode": "distributed",
         "requests": requests,
@@ -180,7 +185,7 @@ def _execute(
     namespace: str,
     run_id: str,
     collector: _Collector,
-    settings: Mapping[str, Any],
+    settings: dict[str, Any],
     clock: Clock,
     timeout: float | None,
 ) -> EvalReport:
@@ -192,7 +197,9 @@ def _execute(
     results: RedisMailbox[EvalResult, Any] = RedisMailbox(
         reply_name, client=client, namespace=namespace, body_type=EvalResult
     )
-    try:
+    marker = RunMarker(client, namespace, run_id)
+
+    def send_outstanding() -> bool:
         pending = [
             EvalRequest(sample=sample, experiment=experiment, epoch=epoch, run_id=run_id)
             for experiment in experiments
@@ -204,12 +211,32 @@ def _execute(
             "run %s: submitting %d requests to %r on %s; results come back to %r",
             run_id, len(pending), requests, describe(client), reply_name,
         )  # fmt: skip
-        if _submit(outbox, pending, reply_name, clock, deadline):
-            _collect(results, collector, clock, deadline)
+        if not _submit(outbox, pending, reply_name, clock, deadline):
+            return False
+        _quietly(lambda: marker.mark(len(pending)), "marking the run's requests as sent")
+        return True
+
+    watch = Watch(outbox, marker, send_outstanding, run_id, clock)
+    try:
+        if collector.missing and collector.restored and _still_in_redis(marker):
+            _log.warning(
+                "run %s: its %d outstanding requests are still in Redis (sent before the "
+                "client stopped); collecting them instead of running them again",
+                run_id, collector.missing,
+            )  # fmt: skip
+            marker.set_here = True
+            sent = True
+        else:
+            sent = send_outstanding()
+        if sent:
+            _collect(results, collector, clock, deadline, watch)
         if collector.missing == 0:
             # Only late duplicates can still be in there (or arrive: the queue's TTL
             # removes those), so free the memory now.
             _quietly(results.purge, "purging the run's results mailbox")
+            marker.clear()
+        else:
+            settings["queued_requests"] = watch.queued()
     finally:
         outbox.close()
         results.close()
@@ -224,6 +251,13 @@ def _execute(
         run_id=run_id,
         config=dict(settings),
     )
+
+
+def _still_in_redis(marker: RunMarker) -> bool:
+    try:
+        return marker.present()
+    except MailboxConnectionError:
+        return False  # sending again is safe: duplicates are answered once
 
 
 def _submit(
@@ -257,6 +291,7 @@ def _collect(
     collector: _Collector,
     clock: Clock,
     deadline: float | None,
+    watch: Watch,
 ) -> None:
     """Receive, store, then acknowledge results until all are in or the deadline passes."""
     backoff = Backoff(clock)
@@ -265,6 +300,7 @@ def _collect(
             _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, deadline - clock.monotonic())
         )
         try:
+            watch.check(now=backoff.failures > 0)
             messages = results.receive(
                 max_messages=MAX_MESSAGES,
                 visibility_timeout=_RESULT_VISIBILITY,
@@ -276,7 +312,10 @@ def _collect(
             continue
         BACKEND_OUTAGE.succeeded()
         backoff.reset()
+        before = collector.missing
         collector.take(messages)  # stores before anything is acknowledged
+        if collector.missing < before:
+            watch.progressed()
         for message in messages:
             _quietly(message.acknowledge, f"acknowledging result {message.id}")
 
@@ -300,6 +339,8 @@ class _Collector:
         self.request_ids: set[str] = set()
         self.duplicates = 0
         self.foreign = 0
+        self.restored = False
+        """Whether a resumed run's stored results were read back."""
         if progress is not None:
             progress.start(len(expected))
 
@@ -310,6 +351,7 @@ class _Collector:
 
     def restore(self, handle: RunHandle) -> None:
         """Count what a resumed run already stored (cancelled results do not count)."""
+        self.restored = True
         completed = handle.completed_keys()
         for result in handle.latest_results(strict=False):
             if result.key in completed and result.key in self.expected:
