@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
