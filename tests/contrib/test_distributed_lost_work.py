@@ -74,8 +74,9 @@ def test_redis_restarted_without_persistence_is_noticed_and_the_requests_sent_ag
 
     def client() -> None:
         reports.append(
-            run_distributed(questions(n), redis_url=private_redis.url, namespace=namespace,
-                            timeout=60)  # fmt: skip
+            run_distributed(
+                questions(n), redis_url=private_redis.url, namespace=namespace, timeout=60
+            )  # fmt: skip
         )
 
     caplog.set_level(logging.INFO)
@@ -138,7 +139,9 @@ def test_resume_after_the_client_stopped_collects_the_queued_requests_without_re
     assert any("still in Redis" in r.message for r in caplog.records)
 
 
-def test_the_run_marker_says_when_redis_lost_it(redis_server: RedisEndpoint, namespace: str) -> None:
+def test_the_run_marker_says_when_redis_lost_it(
+    redis_server: RedisEndpoint, namespace: str
+) -> None:
     with redis_server.client() as client:
         marker = RunMarker(client, namespace, "r1")
         assert not marker.present() and not marker.lost()  # not set here: never "lost"
