@@ -73,11 +73,10 @@ def test_redis_restarted_without_persistence_is_noticed_and_the_requests_sent_ag
     reports: list[EvalReport] = []
 
     def client() -> None:
-        reports.append(
-            run_distributed(
-                questions(n), redis_url=private_redis.url, namespace=namespace, timeout=60
-            )  # fmt: skip
+        report = run_distributed(
+            questions(n), redis_url=private_redis.url, namespace=namespace, timeout=60
         )
+        reports.append(report)
 
     caplog.set_level(logging.INFO)
     submitting = threading.Thread(target=client)
