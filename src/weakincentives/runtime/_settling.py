@@ -68,6 +68,9 @@ class Settling:
         dlq: Where given-up messages go (None: dropped with an error log).
         clock: Stamps dead letters.
         count: Adds to one of the worker's counts.
+        on_give_up: Told about each message given up on (dead-lettered, or dropped
+            without a DLQ) before it is acknowledged, so its sender can be answered;
+            when it raises a `MailboxError` the message is returned for a later attempt.
     """
 
     def __init__(
@@ -79,8 +82,10 @@ class Settling:
         dlq: DLQPolicy[Any] | None,
         clock: Clock,
         count: Callable[[Counter], None],
+        on_give_up: Callable[[Message[Any, Any], DeadLetter[Any]], None] | None = None,
     ) -> None:
         self._name = name
+        self._on_give_up = on_give_up
         self._source = source
         self._retry = retry
         self._dlq = dlq
@@ -173,8 +178,13 @@ class Settling:
             self._give_up(delivery, error, action)
 
     def _give_up(self, delivery: Delivery, error: BaseException, reason: DeadLetterReason) -> None:
-        """Dead-letter the message (or drop it without a DLQ), then acknowledge it."""
+        """Answer the sender, dead-letter the message (or drop it without a DLQ), ack it."""
         message = delivery.message
+        letter = DeadLetter.from_message(
+            message, error, reason=reason, source=self._source, now=self._clock.now()
+        )
+        if not self._answer(delivery, letter):
+            return
         if self._dlq is None:
             _log.error(
                 "%s: dropping message %s (%s) after %d deliveries: no DLQPolicy is configured",
@@ -187,9 +197,6 @@ class Settling:
             if self.settle(delivery, message.acknowledge):
                 self._count("dropped")
             return
-        letter = DeadLetter.from_message(
-            message, error, reason=reason, source=self._source, now=self._clock.now()
-        )
         with delivery.lock:
             if delivery.abandoned:
                 return
@@ -209,3 +216,21 @@ class Settling:
         )
         self._count("dead_lettered")
         self.settle(delivery, message.acknowledge)
+
+    def _answer(self, delivery: Delivery, letter: DeadLetter[Any]) -> bool:
+        """Tell `on_give_up`; False when the message went back for a later attempt."""
+        if self._on_give_up is None or delivery.abandoned:
+            return not delivery.abandoned
+        message = delivery.message
+        try:
+            self._on_give_up(message, letter)
+        except MailboxError as exc:  # the answer could not be sent: keep the message
+            if isinstance(exc, MailboxConnectionError):
+                BACKEND_OUTAGE.failed(f"{self._name} was answering message {message.id}", exc)
+            else:
+                _log.warning("%s: could not answer message %s: %s", self._name, message.id, exc)
+            self.give_back(message, self._retry.backoff(message.delivery_count))
+            return False
+        except Exception:  # a bug in the answer must not keep the message forever
+            _log.exception("%s: answering message %s failed", self._name, message.id)
+        return True

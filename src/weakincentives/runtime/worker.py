@@ -39,6 +39,7 @@ from weakincentives.errors import (
 from weakincentives.runtime._loop_thread import LoopThread
 from weakincentives.runtime._settling import Counter, Delivery, Settling
 from weakincentives.runtime.dlq import (
+    DeadLetter,
     DLQPolicy,
     RetryPolicy,
 )
@@ -159,6 +160,7 @@ class MailboxWorker(Generic[T, R]):
         self._settling = Settling(
             name=self._name, source=requests.name if requests is not None else self._name,
             retry=self._retry, dlq=dlq, clock=clock, count=self._count,
+            on_give_up=self.on_dead_letter,
         )  # fmt: skip
 
     # -- what subclasses implement -----------------------------------------------------
@@ -172,6 +174,18 @@ class MailboxWorker(Generic[T, R]):
         worker healthy and, with a lease configured, the message invisible.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement handle()")
+
+    def on_dead_letter(self, message: Message[T, R], letter: DeadLetter[T]) -> None:
+        """Called for each message given up on, before it is dead-lettered and acknowledged.
+
+        Given up on means dead-lettered, or dropped when there is no `DLQPolicy`:
+        undecodable, failed with an error not worth retrying, or failed on every
+        delivery allowed. The default does nothing; `EvalLoop` answers the request's
+        `reply_to` with an error result (kind `dead_letter`), so the sender counts it.
+        Raise a `MailboxError` (a reply that could not be sent) to have the message
+        returned to the queue and given up on again later.
+        """
+        del message, letter
 
     @property
     def handles_async(self) -> bool:
