@@ -191,3 +191,26 @@ def test_ctrl_c_while_loading_the_target_is_one_line(work: Path) -> None:
     assert process.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip() == "interrupted: before the run started; nothing was recorded."
+
+
+def test_a_run_resumes_from_another_directory(work: Path, tmp_path: Path) -> None:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "PATH": os.environ.get("PATH", "")}  # fmt: skip
+    for command in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "x"]):
+        subprocess.run(command, cwd=work, check=True, env=env, capture_output=True)
+    args = ["eval", "run", "agents.py:shout", "--dataset", "data.jsonl", "--evaluator",
+            "exact_match", "--run-id", "r1"]  # fmt: skip
+    code, output = invoke(80, *args)
+    assert code == 0, output
+    elsewhere = tmp_path / "elsewhere"  # not in the checkout: another git commit, or none
+    elsewhere.mkdir()
+    os.chdir(elsewhere)
+    code, output = invoke(
+        80, "eval", "run", f"{work}/agents.py:shout", "--dataset", f"{work}/data.jsonl",
+        "--evaluator", "exact_match", "--resume", f"{work}/runs/r1", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    data = json.loads(output)
+    assert data["complete"] and data["total"] == 40
+    assert data["run_dir"] == f"{work}/runs/r1"
+    assert len(list(RunStore(work / "runs").open("r1").iter_results())) == 40  # none re-ran

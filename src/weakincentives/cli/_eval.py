@@ -239,7 +239,7 @@ def _run(
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = _Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-        epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
+        epochs=epochs, runs_dir=_runs_dir_of(resume, runs_dir), input_type=input_type, expected_type=expected_type,
         distributed=_redis_args(redis, requests, namespace),
     )  # fmt: skip
     with interrupts_as_keyboard_interrupt() as signals:
@@ -290,6 +290,13 @@ def _plan(target: str, *, distributed: bool, **options: Any) -> RunPlan:
     if len(plan.dataset) == 0:
         _fail("the dataset holds no samples; nothing to evaluate", EXIT_INCOMPLETE)
     return plan
+
+
+def _runs_dir_of(resume: str | None, runs_dir: Path) -> Path:
+    """Where the run lives: `--runs-dir`, or the parent of a run resumed by its path."""
+    if resume is not None and ("/" in resume or "\\" in resume) and Path(resume).is_dir():
+        return Path(resume).parent
+    return runs_dir
 
 
 def _redis_args(url: str | None, requests: str, namespace: str) -> tuple[str, ...]:

@@ -168,7 +168,7 @@ async def evaluate(
             fingerprint = Fingerprint.build(
                 dataset_sha256=source.sha256 or UNHASHED_STREAM,
                 experiments=settings.experiments, evaluators=[evaluator], target=runner.identity,
-                epochs=epochs, extra=fingerprint_extra,
+                epochs=epochs, extra=fingerprint_extra, code_of=target,
             )  # fmt: skip
             run.attach(run_store, fingerprint, resume, run_id, retry_errors)
         else:
