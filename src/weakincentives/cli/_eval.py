@@ -239,8 +239,8 @@ def _run(
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = _Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-        epochs=epochs, runs_dir=_runs_dir_of(resume, runs_dir), input_type=input_type, expected_type=expected_type,
-        distributed=_redis_args(redis, requests, namespace),
+        epochs=epochs, runs_dir=_runs_dir_of(resume, runs_dir), input_type=input_type,
+        expected_type=expected_type, distributed=_redis_args(redis, requests, namespace),
     )  # fmt: skip
     with interrupts_as_keyboard_interrupt() as signals:
         try:
