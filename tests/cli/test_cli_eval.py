@@ -382,6 +382,14 @@ def test_report_text_accepts_a_run_directory(two_runs: Path) -> None:
     assert "50.0% [" in result.stdout
 
 
+def test_report_refuses_a_slice_key_no_result_has(two_runs: Path) -> None:
+    result = invoke("eval", "report", "ab", "--slice", "topic")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "error: --slice topic: no result has that metadata key; the run's keys: half"
+    )
+
+
 def test_report_writes_html(two_runs: Path) -> None:
     result = invoke("eval", "report", "ab", "--html", two_runs / "report.html")
     assert result.exit_code == 0, result.output
