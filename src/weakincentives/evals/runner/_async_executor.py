@@ -24,7 +24,7 @@ from weakincentives.runtime.limits import Deadline
 
 from .._records import EvalRequest, Score
 from ..scoring import is_inline_evaluator, is_session_aware, is_trajectory_scorer
-from ._sample import SampleOutcome, score_finished, score_output
+from ._sample import SAMPLE_FAILURES, SampleOutcome, score_finished, score_output
 
 if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
@@ -81,7 +81,7 @@ class AsyncFunctionExecutor:
         plain = self._plain and on_prepared is None
         deadline = Deadline.after(timeout, clock=clock) if timeout else None
         start = clock.monotonic()
-        run: tuple[PromptResponse[Any], Session] | Exception
+        run: tuple[PromptResponse[Any], Session] | BaseException
         output: Any = None
         try:
             if plain and timeout is None:  # the common case, without a wrapping coroutine
@@ -98,7 +98,7 @@ class AsyncFunctionExecutor:
                 )
             if deadline is not None:  # as the sync path: a late answer on the run's clock
                 deadline.check(f"function {loop.name}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             run = exc
             plain = False
         latency = (clock.monotonic() - start) * 1000.0

@@ -2,7 +2,10 @@
 
 `EvalLoop` (mailbox-driven) and `evaluate()` (local runner) both call `execute_sample`, so a
 sample is executed, scored and recorded the same way wherever it runs. Failures are data:
-each stage's exception becomes an `EvalResult` with an `error_kind`.
+each stage's exception becomes an `EvalResult` with an `error_kind`. That includes a
+`SystemExit` (`sys.exit()`) or `KeyboardInterrupt` raised by the agent or the evaluator
+(`SAMPLE_FAILURES`): in a worker thread neither is a request to stop the run (a real
+Ctrl-C reaches the main thread only), so each ends its sample, not the run.
 """
 
 from __future__ import annotations
@@ -38,12 +41,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_USAGE",
+    "SAMPLE_FAILURES",
     "SampleOutcome",
+    "describe_failure",
     "execute_function",
     "execute_sample",
     "score_finished",
     "score_output",
 ]
+
+
+SAMPLE_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt)
+"""What the code under test may raise and still end only its own sample (see the module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +98,14 @@ def execute_sample(
     sample = request.sample
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
     start = clock.monotonic()
-    run: tuple[PromptResponse[Any], Session] | Exception
+    run: tuple[PromptResponse[Any], Session] | BaseException
     try:
         response, session = loop.execute(
             sample.input, experiment=request.experiment, deadline=deadline, budget=budget,
             heartbeat=heartbeat, on_prepared=on_prepared,
         )  # fmt: skip
         run = (response, session)
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         run = exc
     latency = (clock.monotonic() - start) * 1000.0
     return score_finished(
@@ -142,7 +151,7 @@ def execute_function(
         output = loop.fn(sample.input)
         if deadline is not None:  # as FunctionLoop.execute: checked after the call
             deadline.check(f"function {loop.name}")
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         latency = (clock.monotonic() - start) * 1000.0
         return score_finished(exc, evaluator, request, latency_ms=latency,
                               delivery_count=delivery_count)  # fmt: skip
@@ -175,7 +184,7 @@ def score_output(
 
 
 def score_finished(
-    run: tuple[PromptResponse[Any], Session] | Exception,
+    run: tuple[PromptResponse[Any], Session] | BaseException,
     evaluator: Callable[..., Score],
     request: EvalRequest[Any, Any],
     *,
@@ -189,7 +198,7 @@ def score_finished(
     `latency_ms` is how long it took. The local runner awaits an `async def` task
     function on the event loop, then scores its run with this in a worker thread.
     """
-    if isinstance(run, Exception):
+    if isinstance(run, BaseException):
         kind = classify_error(run, "agent")
         result = _error(request, delivery_count, latency_ms, kind, run, _NO_EXTRAS)
         return SampleOutcome(result, None, None, run, "agent")
@@ -232,7 +241,7 @@ def _score(
             aware = not plain and is_session_aware(evaluator)
             view = session.view() if aware and session is not None else None
             score = call_evaluator(evaluator, aware, output, sample.expected, view)
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         kind = classify_error(exc, "evaluator")
         result = _error(request, delivery_count, latency, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
@@ -280,11 +289,18 @@ def _error(
     extras: _Extras,
     output: Any = None,
 ) -> EvalResult:
-    message = f"{type(exc).__name__}: {exc}"
+    message = describe_failure(exc)
     score = Score(value=0.0, passed=False, reason=message)
     return _result(
         request, delivery_count, latency, score, extras, _jsonable(output), message, kind
     )
+
+
+def describe_failure(exc: BaseException) -> str:
+    """`Type: message` of what ended a sample (`sys.exit(code)` said as such)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the code under test called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _session_extras(

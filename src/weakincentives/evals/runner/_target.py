@@ -64,6 +64,7 @@ from ..store import qualified_name
 from ._async_executor import scores_on_loop
 from ._environment import Environment
 from ._sample import (
+    SAMPLE_FAILURES,
     SampleOutcome,
     execute_function,
     execute_sample,
@@ -285,12 +286,12 @@ class _AsyncFunctionTarget:
             kwargs["session"] = session
         deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
         start = opts.clock.monotonic()
-        run: tuple[PromptResponse[Any], Session] | Exception
+        run: tuple[PromptResponse[Any], Session] | BaseException
         try:
             output = await self._fn(request.sample.input, **kwargs)
             if deadline is not None:  # like FunctionLoop: a deadline on the run's clock
                 deadline.check(f"function {self._identity}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             run = exc
         else:
             duration = (opts.clock.monotonic() - start) * 1000.0
@@ -319,7 +320,7 @@ class _AsyncFunctionTarget:
             output = await self._fn(request.sample.input)
             if deadline is not None:
                 deadline.check(f"function {self._identity}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,
