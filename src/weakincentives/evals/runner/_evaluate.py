@@ -43,9 +43,19 @@ after an interruption, pass its hash up front (`dataset_sha256=dataset_sha256(pa
 **Timeouts.** `timeout` bounds each sample (agent and scoring): the agent gets a
 `Deadline` it may honour, and `anyio.move_on_after` stops waiting for it when it does not
 (a worker thread is abandoned; an async target is cancelled). Either way the result is an
-error of kind `timeout`, without environment state. Python cannot kill a thread: under
-asyncio, an agent that never returns keeps its (non-daemon) worker thread, and so the
-process, alive after the run; give agents their own I/O timeouts.
+error of kind `timeout`, without environment state. Python cannot kill a thread: a
+sync agent that never returns keeps running in its thread, abandoned. With a timeout,
+sync samples run on threads the interpreter does not wait for at exit
+(`runtime.run_abandonable`), so the run ends and the process exits; the abandoned thread
+holds whatever it holds (a socket, a lock) until then. Give agents their own I/O
+timeouts too: an abandoned thread still uses a core while it spins.
+
+**Failures.** A sample's failure is its result (see `ErrorKind`), including a
+`sys.exit()` or `KeyboardInterrupt` raised by the agent or the evaluator. A run whose
+first `fail_fast` results are all errors of the same kind and message stops early
+(the configuration is broken: the model server is down, the key is wrong), and so does
+one that reaches `max_errors` errors; the report says why in `config["stopped"]`, the
+stored run is `interrupted`, and `resume=` continues it.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
+from weakincentives.runtime.threads import run_abandonable
 
 from .._records import EvalRequest, Score
 from ..scoring import (
@@ -192,6 +193,8 @@ class _LoopTarget:
         limiter: anyio.CapacityLimiter,
     ) -> SampleOutcome:
         call = functools.partial(self._execute, request, env)
+        if self._options.timeout is not None:  # a stuck sample must not hold the process
+            return await run_abandonable(call, limiter)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
     def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
