@@ -150,7 +150,7 @@ def test_max_errors_stops_after_that_many_errors(max_errors: int, ran: int) -> N
     assert report.error_count == min(max_errors or 40, 20)
     if max_errors:
         assert not report.complete
-        assert report.config["stopped"] == f"{max_errors} errors reached --max-errors {max_errors}"
+        assert report.config["stopped"] == f"{max_errors} errors reached max_errors={max_errors}"
     else:
         assert report.complete and len(report.results) == ran
 

@@ -78,6 +78,7 @@ from ..report import EvalReport
 from ..scoring import evaluator_name
 from ..store import Fingerprint, RunStore
 from ._environment import EnvironmentFactory
+from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
 from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
 from ._target import TargetOptions, make_target, prepare_scorer
@@ -109,6 +110,8 @@ async def evaluate(
     record_transcript: bool = True,
     fingerprint_extra: Mapping[str, Any] | None = None,
     dataset_sha256: str | None = None,
+    fail_fast: int = DEFAULT_FAIL_FAST,
+    max_errors: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -145,6 +148,9 @@ async def evaluate(
         fingerprint_extra: More values that must not change on resume (model name...).
         dataset_sha256: Content hash of a streamed dataset (`dataset_sha256(path, I, E)`),
             so the run can be resumed after an interruption.
+        fail_fast: Stop early when the first `fail_fast` results are all errors of the
+            same kind and message (a broken configuration); 0: never.
+        max_errors: Stop early once this many results are errors (None: no limit).
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -172,7 +178,10 @@ async def evaluate(
             target, options, with_environment=environment_factory is not None, cache=response_cache
         )
         before = response_cache.stats if response_cache is not None else None
-        run = LocalRun(settings, source, runner, environment_factory, as_progress(progress), clock)
+        run = LocalRun(
+            settings, source, runner, environment_factory, as_progress(progress), clock,
+            FailFast(fail_fast, max_errors),
+        )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
             fingerprint = Fingerprint.build(
@@ -212,6 +221,8 @@ class EvaluateOptions(TypedDict, total=False):
     record_transcript: bool
     fingerprint_extra: Mapping[str, Any] | None
     dataset_sha256: str | None
+    fail_fast: int
+    max_errors: int | None
     clock: Clock
 
 
