@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import typer
 
-from weakincentives.cli import _debug, _eval, _query, _stats, _worker
-from weakincentives.cli._console import WinkGroup
+from weakincentives.cli import _console, _debug, _eval, _query, _stats, _worker
 
 __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="wink",
-    cls=WinkGroup,
+    cls=_console.WinkGroup,
     help="weakincentives: evaluate the agent you ship.",
     no_args_is_help=True,
     add_completion=False,

@@ -25,6 +25,7 @@ from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
+    DEFAULT_FAIL_FAST,
     Dataset,
     EvalReport,
     Experiment,
@@ -202,6 +203,18 @@ def _run(
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="On resume, re-run errored results.")
     ] = False,
+    max_errors: Annotated[
+        int | None,
+        typer.Option(min=1, help="Stop the run once this many results are errors."),
+    ] = None,
+    fail_fast: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Stop the run when its first N results all fail with the same error "
+            "(a broken configuration); 0: never.",
+        ),
+    ] = DEFAULT_FAIL_FAST,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Do not use the response cache.")
     ] = False,
@@ -270,6 +283,7 @@ def _run(
                     timeout=_sample_timeout(timeout), store=RunStore(runs_dir),
                     run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
                     cache=_cache_path(plan.target, runs_dir, no_cache), progress=progress,
+                    fail_fast=fail_fast, max_errors=max_errors,
                 )  # fmt: skip
         except KeyboardInterrupt:
             name = Path(the_id).name
@@ -362,9 +376,12 @@ def _check_complete(report: EvalReport, hints: _Hints) -> None:
             f"; {queued} requests still wait in the requests mailbox (is a `wink worker` "
             "serving it?)"
         )
+    command = hints.resume_command(run_id)
+    if isinstance(reason, str):  # stopped early: its errors are recorded, run them again
+        command += " --retry-errors"
     print_error(
         f"the run is incomplete, {report.missing} of {report.expected_count} results "
-        f"missing{detail}; finish it with: {hints.resume_command(run_id)}",
+        f"missing{detail}; finish it with: {command}",
         label="incomplete",
         style="bold yellow",
     )

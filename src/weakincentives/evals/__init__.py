@@ -83,6 +83,7 @@ from .report import (
     summarize,
 )
 from .runner import (
+    DEFAULT_FAIL_FAST,
     CallbackProgress,
     DatasetSource,
     Environment,
@@ -172,6 +173,7 @@ from .store import (
 __all__ = [
     "BASELINE",
     "CONTROL",
+    "DEFAULT_FAIL_FAST",
     "ERROR_KINDS",
     "JUDGE_TEMPLATE",
     "MANIFEST_FILE",

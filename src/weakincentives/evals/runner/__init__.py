@@ -27,6 +27,7 @@ from ._evaluate import (
     evaluate,
     run_eval,
 )
+from ._fail_fast import DEFAULT_FAIL_FAST
 from ._progress import (
     CallbackProgress,
     NullProgress,
@@ -43,6 +44,7 @@ from ._target import (
 )
 
 __all__ = [
+    "DEFAULT_FAIL_FAST",
     "AsyncFunctionExecutor",
     "CallbackProgress",
     "DatasetSource",
