@@ -91,7 +91,8 @@ NAMES_ITS_PATH = {"debug-missing-target": 1, "report-of-a-missing-run": 2}
 def test_the_worker_names_the_task_function_it_was_given(work: Path) -> None:
     code, output = invoke(80, "worker", f"{work}/agents.py:shout", "--redis", "redis://x")
     assert code == 2
-    assert "is not a worker factory" in output and "FunctionLoop(shout)" in output
+    assert "shout takes 1 argument (text), so it is not a worker factory" in output
+    assert "FunctionLoop(shout)" in output
 
 
 def test_an_empty_dataset_exits_3(work: Path) -> None:

@@ -136,6 +136,11 @@ def run_distributed(
     """
     samples = list(dataset)
     _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
+    if isinstance(run_store, RunHandle) and not run_store.writable:
+        raise ConfigurationError(
+            f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
+            "RunStore.create(...) to append to it",
+        )
     connection = client if client is not None else redis_client(str(redis_url))
     if client is None:
         check_reachable(connection)
@@ -431,12 +436,7 @@ def _open_run(
     """The run handle to append to, and whether this call created it (and finishes it)."""
     if run_store is None:
         return None, False
-    if isinstance(run_store, RunHandle):
-        if not run_store.writable:
-            raise ConfigurationError(
-                f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
-                "RunStore.create(...) to append to it",
-            )
+    if isinstance(run_store, RunHandle):  # checked writable by `run_distributed`
         return run_store, False
     if fingerprint is None:
         fingerprint = Fingerprint.build(

@@ -174,8 +174,10 @@ def resolve_worker_spec(obj: object, context: WorkerContext) -> WorkerSpec:
     name = getattr(obj, "__qualname__", repr(obj))
     if len(required) > 1 or (required and not _takes_context(required[0])):
         listed = ", ".join(p.name for p in required)
+        count = f"{len(required)} argument{'s' if len(required) > 1 else ''}"
         raise ConfigurationError(
-            f"worker target {name}({listed}) is not a worker factory: a factory takes no "
+            f"worker target {name} takes {count} ({listed}), so it is not a worker factory: "
+            "a factory takes no "
             "argument or one WorkerContext and returns a WorkerSpec; to serve a task "
             "function, write `def worker() -> WorkerSpec: return WorkerSpec("
             f"loop=FunctionLoop({name}), evaluator=exact_match)` and name that",
