@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
 
 
-def start_worker(url: str, namespace: str) -> tuple[DistributedWorker, object]:
+def start_worker(url: str, namespace: str) -> tuple[DistributedWorker, Any]:
     client = redis_client(url)
     worker = DistributedWorker(
         sleepy_worker(WorkerContext(client=client)),
@@ -90,7 +91,7 @@ def test_redis_restarted_without_persistence_is_noticed_and_the_requests_sent_ag
         assert not submitting.is_alive()
     finally:
         assert worker.shutdown(10)
-        worker_client.close()  # type: ignore[attr-defined]
+        worker_client.close()
     report = reports[0]
     assert report.complete, f"{report.missing} results missing"
     assert sorted(r.sample_id for r in report.results) == sorted(f"s{i}" for i in range(n))
