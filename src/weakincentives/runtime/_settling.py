@@ -131,6 +131,7 @@ class Settling:
                 self._count("settle_errors")
                 self._settle_failed(f"could not settle message {delivery.message.id}", error)
                 return False
+            BACKEND_OUTAGE.succeeded()  # one attribute read unless an outage is ongoing
             return True
 
     def _settle_failed(self, what: str, error: MailboxError) -> None:
@@ -138,7 +139,8 @@ class Settling:
         if isinstance(error, MailboxConnectionError):
             BACKEND_OUTAGE.failed(f"{self._name} {what}", error)
         else:
-            _log.warning("%s: %s; it will be delivered again", self._name, what, exc_info=error)
+            # One line: a stale receipt (the message came back meanwhile) is expected.
+            _log.warning("%s: %s (%s); it will be delivered again", self._name, what, error)
 
     def give_back(self, message: Message[Any, Any], visibility_timeout: float = 0.0) -> None:
         """Return `message` to the queue (a nack), logging a mailbox that refuses."""
