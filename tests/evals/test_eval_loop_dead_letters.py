@@ -11,6 +11,7 @@ it names its sample.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from weakincentives.errors import (
 )
 from weakincentives.evals import (
     EvalLoop,
+    EvalLoopConfig,
     EvalRequest,
     EvalResult,
     Sample,
@@ -171,3 +173,32 @@ def test_a_body_that_cannot_be_decoded_is_dead_lettered_and_answered(backend: Ba
     assert "expected an EvalRequest[Any, Any]" in (result.error or "")
     assert "experiment" in (result.error or "")
     assert dead.approximate_count() == 2
+
+
+def test_a_hung_sync_agent_is_answered_with_a_timeout_and_frees_its_slot(
+    backend: Backend,
+) -> None:
+    release = threading.Event()
+
+    def agent(question: str) -> str:
+        if question == "q1":
+            release.wait(60)  # hangs past the timeout (released at the end of the test)
+        return question.upper()
+
+    requests = backend.mailbox("requests", EvalRequest[str, str])
+    results = backend.mailbox("results", EvalResult)
+    submit_dataset(questions(3), requests, reply_to=results, run_id="r")
+    loop = EvalLoop(
+        loop=FunctionLoop(agent, name="agent"), evaluator=exact_match, requests=requests,
+        config=EvalLoopConfig(timeout=0.3), max_concurrent=1,
+    )  # fmt: skip
+    try:
+        loop.run(until_drained=True, wait_time_seconds=0)  # one slot: a hang would block it
+        report = collect_results(results, 3, timeout_seconds=10, run_id="r")
+    finally:
+        release.set()
+    assert report.complete
+    failed = {r.sample_id: r for r in report.results}["s1"]
+    assert failed.error_kind == "timeout"
+    assert failed.error == "TimeoutError: the sample did not finish within its timeout of 0.3s"
+    assert report.pass_rate == pytest.approx(2 / 3)

@@ -51,7 +51,7 @@ import anyio.lowlevel
 
 from weakincentives.errors import ConfigurationError
 
-__all__ = ["WorkerThreads", "run_abandonable"]
+__all__ = ["WorkerThreads", "call_abandonable", "run_abandonable"]
 
 _log = logging.getLogger(__name__)
 
@@ -204,6 +204,39 @@ async def run_abandonable(fn: Callable[[], T], limiter: anyio.CapacityLimiter) -
 
         _ABANDONABLE.submit(task)
         await done.wait()
+    ok, value = outcome[0]
+    if ok:
+        return cast(T, value)
+    raise value
+
+
+def call_abandonable(fn: Callable[[], T], timeout: float) -> T:
+    """Call `fn` in a thread the caller gives up on after `timeout` seconds.
+
+    The blocking counterpart of `run_abandonable`, for a caller that is a thread itself
+    (a mailbox worker's handler): it waits for `fn` at most `timeout` seconds (wall
+    clock), then raises `TimeoutError` and leaves the thread to finish, or not, on its
+    own; the interpreter does not wait for that thread at exit. `fn` runs in a copy of
+    the caller's context; what it raises is raised here.
+
+    Raises:
+        TimeoutError: `fn` did not return within `timeout` seconds.
+    """
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def task() -> None:
+        try:
+            outcome.append((True, context.run(fn)))
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    _ABANDONABLE.submit(task)
+    if not done.wait(timeout):
+        raise TimeoutError(f"the call did not return within {timeout:g}s")
     ok, value = outcome[0]
     if ok:
         return cast(T, value)

@@ -8,6 +8,7 @@ request id, so `collect_results` counts each request once: the *report* is exact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,12 +28,14 @@ from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
+from weakincentives.runtime.threads import call_abandonable
 from weakincentives.runtime.worker import MailboxWorker
 
 from .._records import EvalRequest, EvalResult, Score
 from ..runner import (
     AsyncFunctionExecutor,
     SampleOutcome,
+    error_result,
     execute_function,
     execute_sample,
     prepare_scorer,
@@ -157,7 +160,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         """Evaluate one request and reply with its result (see the class docstring)."""
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)  # before the run: it may not resolve
-        outcome = self.evaluate(request, heartbeat=heartbeat, delivery_count=message.delivery_count)
+        outcome = self._evaluate_in_time(request, heartbeat, message.delivery_count)
         self._reply(message, request, outcome, target)
 
     @property
@@ -259,6 +262,33 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             )  # fmt: skip
             _record_outcome(rec, outcome)
         return _with_bundle(outcome, rec)
+
+    def _evaluate_in_time(
+        self, request: EvalRequest[Any, Any], heartbeat: WorkerHeartbeat, delivery_count: int
+    ) -> SampleOutcome:
+        """`evaluate`, given up on after the per-sample timeout even when the agent hangs.
+
+        The agent gets a `Deadline` it may honour; one that does not (a sync call that
+        never returns) is left running in a thread that does not keep the worker
+        process alive, and the request is answered with an error of kind `timeout`,
+        so the slot and the message are free again.
+        """
+        timeout = self.config.timeout
+        call = functools.partial(
+            self.evaluate, request, heartbeat=heartbeat, delivery_count=delivery_count
+        )
+        if timeout is None:
+            return call()
+        start = self._eval_clock.monotonic()
+        try:
+            return call_abandonable(call, timeout)
+        except TimeoutError:
+            latency = (self._eval_clock.monotonic() - start) * 1000.0
+            message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
+            _log.warning("%s: request %s: %s", self.name, request.request_id, message)
+            result = error_result(request, message, "timeout", latency)
+            return SampleOutcome(dataclasses.replace(result, delivery_count=delivery_count),
+                                 None, None)  # fmt: skip
 
     def _recorder(self, bundles: DebugBundleConfig, request: EvalRequest[Any, Any]) -> BundleWriter:
         return bundle_recorder(

@@ -39,6 +39,7 @@ from ._sample import (
     execute_function,
     execute_sample,
 )
+from ._scheduler import error_result
 from ._target import (
     prepare_scorer,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "as_progress",
     "check_environment",
     "create_environment",
+    "error_result",
     "evaluate",
     "execute_function",
     "execute_sample",
