@@ -166,13 +166,15 @@ class Settling:
             if isinstance(error, MailboxConnectionError):  # e.g. its reply could not be sent
                 BACKEND_OUTAGE.failed(f"{self._name} was handling message {message.id}", error)
             else:
+                # One line per retry (the traceback comes once, if it is dead-lettered).
                 _log.warning(
-                    "%s: message %s failed on delivery %d; retrying in %.3gs",
+                    "%s: message %s failed on delivery %d (%s: %s); retrying in %.3gs",
                     self._name,
                     message.id,
                     message.delivery_count,
+                    type(error).__name__,
+                    error,
                     delay,
-                    exc_info=error,
                 )
             if self.settle(delivery, lambda: message.nack(visibility_timeout=delay)):
                 self._count("retried")

@@ -58,7 +58,9 @@ class EvalLoopConfig:
     debug_bundle: DebugBundleConfig | None = None
     """Full debug bundle configuration (wins over `debug_bundle_dir`)."""
     timeout: float | None = None
-    """Per-sample deadline in seconds (recorded as an error of kind `timeout`)."""
+    """Per-sample deadline in seconds (recorded as an error of kind `timeout`). A sync
+    agent that does not honour it is given up on then: its thread is abandoned (it does
+    not keep the process alive) and the slot takes the next message."""
     budget: Budget | None = None
     """Token budget per sample (recorded as an error of kind `budget`)."""
     record_transcript: bool = True
