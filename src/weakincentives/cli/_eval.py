@@ -344,7 +344,7 @@ def _refuse_local_flags(*, evaluator: Any, timeout: Any, concurrency: Any) -> No
         "--concurrency": "give each worker `wink worker --concurrency N`",
     }
     flags = {"--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency}
-    given = [flag for flag, value in flags.items() if value]
+    given = [flag for flag, value in flags.items() if value is not None and value != []]
     if given:
         reasons = "; ".join(f"{flag}: {where[flag]}" for flag in given)
         _fail(f"{', '.join(given)} cannot be used with --redis ({reasons})")
