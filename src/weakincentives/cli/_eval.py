@@ -365,10 +365,10 @@ def _stopped(signals: list[int], what: str, hint: str | None = None) -> NoReturn
 
 def _check_complete(report: EvalReport, hints: _Hints) -> None:
     """Exit 3 when results are missing (a run timeout, lost requests, a fail-fast stop)."""
-    if report.complete:
+    reason = report.config.get("stopped")
+    if report.complete and reason is None:
         return
     run_id = report.run_id or ""
-    reason = report.config.get("stopped")
     queued = report.config.get("queued_requests")
     detail = f": {reason}" if isinstance(reason, str) else ""
     if isinstance(queued, int) and queued:
