@@ -11,7 +11,15 @@ Each new result is appended to the run store *before* its message is acknowledge
 this process dies, nothing acknowledged is missing from the store, and the results not
 yet stored are still in Redis for `RunStore.resume` (pass the resumed `RunHandle` back
 in: completed samples are skipped, the others are submitted again under the same run id
-and reply mailbox, where late answers of the first attempt count too).
+and reply mailbox, where late answers of the first attempt count too; when Redis still
+holds the first attempt's requests they are collected, not submitted again).
+
+Lost work is noticed (see `_tracking`): a Redis that does not answer is refused before
+the run is created; a Redis that comes back without the run's requests (restarted
+without persistence, flushed) gets the outstanding ones again; after
+`STALL_NOTICE_SECONDS` without a result the client logs how many requests wait in the
+queue. Requests given up on by a worker come back as error results (kind
+`dead_letter`), so they count like any other result.
 """
 
 from __future__ import annotations
