@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from weakincentives.cli import app
 from weakincentives.cli._experiments import parse_experiment, parse_experiments
-from weakincentives.cli._progress import RichProgress, progress_for
+from weakincentives.cli._progress import LineProgress, RichProgress, progress_for
 from weakincentives.cli._targets import resolve_evaluator, resolve_target
+from weakincentives.clock import FakeClock
 from weakincentives.errors import ConfigurationError
 from weakincentives.evals import EvalReport, EvalResult, RunStore, Score
 
@@ -381,6 +382,14 @@ def test_report_text_accepts_a_run_directory(two_runs: Path) -> None:
     assert "50.0% [" in result.stdout
 
 
+def test_report_refuses_a_slice_key_no_result_has(two_runs: Path) -> None:
+    result = invoke("eval", "report", "ab", "--slice", "topic")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "error: --slice topic: no result has that metadata key; the run's keys: half"
+    )
+
+
 def test_report_writes_html(two_runs: Path) -> None:
     result = invoke("eval", "report", "ab", "--html", two_runs / "report.html")
     assert result.exit_code == 0, result.output
@@ -513,9 +522,33 @@ def test_progress_bar_shows_counts_pass_rate_and_errors() -> None:
     assert (bar.done, bar.passed, bar.errors) == (2, 1, 1)
 
 
-def test_progress_is_quiet_when_not_a_terminal() -> None:
-    assert progress_for(Console(file=io.StringIO(), force_terminal=False)) is None
-    assert progress_for(Console(file=io.StringIO(), force_terminal=True)) is not None
+def test_progress_is_a_line_every_few_seconds_when_not_a_terminal() -> None:
+    assert isinstance(progress_for(Console(file=io.StringIO(), force_terminal=False)), LineProgress)
+    assert isinstance(progress_for(Console(file=io.StringIO(), force_terminal=True)), RichProgress)
+    out, clock = io.StringIO(), FakeClock()
+    lines = LineProgress(Console(file=out, force_terminal=False), interval=10.0, clock=clock)
+    ok = EvalResult(sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True),
+                    latency_ms=1.0)  # fmt: skip
+    bad = EvalResult(sample_id="b", experiment_name="x", score=Score(value=0.0, passed=False),
+                     latency_ms=1.0, error="boom", error_kind="agent")  # fmt: skip
+    lines.start(4, done=1)
+    lines.advance(ok)
+    assert out.getvalue() == ""  # less than an interval: quiet
+    clock.advance(10.0)
+    lines.advance(bad)
+    assert out.getvalue() == "eval: 3/4 done (75%), 0.2/s, pass 50.0%, errors 1\n"
+    clock.advance(2.0)
+    lines.advance(ok)
+    lines.finish()  # a last line, since one was printed
+    assert out.getvalue().splitlines()[-1] == "eval: 4/4 done (100%), 0.2/s, pass 66.7%, errors 1"
+
+
+def test_a_short_run_prints_no_progress_line() -> None:
+    out = io.StringIO()
+    lines = LineProgress(Console(file=out, force_terminal=False), clock=FakeClock())
+    lines.start(None)
+    lines.finish()
+    assert out.getvalue() == ""
 
 
 def test_a_run_store_run_reads_back_as_the_printed_report(work: Path) -> None:

@@ -62,8 +62,6 @@ def test_run_on_redis_collects_every_result_into_the_run_store(
             f"{__name__}:target",
             "--dataset",
             str(dataset),
-            "--evaluator",
-            "exact_match",
             "--redis",
             redis_server.url,
             "--namespace",

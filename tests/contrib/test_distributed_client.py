@@ -28,6 +28,7 @@ from weakincentives.errors import (
     ConfigurationError,
     InvalidDatasetError,
     MailboxClosedError,
+    MailboxConnectionError,
     MailboxFullError,
 )
 from weakincentives.evals import (
@@ -178,16 +179,16 @@ def test_without_workers_the_run_times_out_incomplete_and_interrupted(
     assert progress.calls == [("start", 4), "finish"]
 
 
-def test_an_unreachable_redis_ends_in_an_interrupted_run_at_the_timeout(tmp_path: Path) -> None:
+def test_an_unreachable_redis_is_refused_before_a_run_is_created(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs")
 
-    report = run_distributed(
-        questions(3), redis_url="redis://127.0.0.1:9/0", run_store=store,
-        fingerprint=FINGERPRINT, timeout=0.5,
-    )  # fmt: skip
+    with pytest.raises(MailboxConnectionError, match=r"cannot reach Redis at 127\.0\.0\.1:9/0"):
+        run_distributed(
+            questions(3), redis_url="redis://127.0.0.1:9/0", run_store=store,
+            fingerprint=FINGERPRINT, timeout=0.5,
+        )  # fmt: skip
 
-    assert report.missing == 3
-    assert store.open(str(report.run_id)).status == "interrupted"
+    assert store.list_runs() == []
 
 
 @pytest.mark.redis

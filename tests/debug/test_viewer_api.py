@@ -250,6 +250,9 @@ def test_unknown_runs_and_results_are_404(client: TestClient) -> None:
     assert client.get("/api/runs/nope").status_code == 404
     assert client.get("/api/runs/nope/results").status_code == 404
     assert client.get("/api/runs/run-a/results/999999").status_code == 404
+    # Beyond SQLite's 64-bit integers: no such result either (not a 500).
+    assert client.get(f"/api/runs/run-a/results/{2**63}").status_code == 404
+    assert client.get(f"/api/runs/run-a/results/{10**30}").status_code == 404
     run_b_id = get(client, "/api/runs/run-b/results", limit="1")["rows"][0]["id"]
     assert client.get(f"/api/runs/run-a/results/{run_b_id}").status_code == 404
 

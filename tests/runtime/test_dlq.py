@@ -170,3 +170,53 @@ def test_max_deliveries_must_be_positive() -> None:
     dead: InMemoryMailbox[DeadLetter[Any], None] = InMemoryMailbox("dead")
     with pytest.raises(ConfigurationError, match="max_deliveries"):
         DLQPolicy(dead, max_deliveries=0)
+
+
+# -- the requester hears of a message given up on ----------------------------------------
+
+
+class AnsweringWorker(FnWorker):
+    """Replies to the sender of every message it gives up on (as `EvalLoop` does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.given_up: list[DeadLetter[Any]] = []
+
+    def on_dead_letter(self, message: Message[Any, Any], letter: DeadLetter[Any]) -> None:
+        self.given_up.append(letter)
+        if message.reply_to is not None:
+            message.reply_to.send(f"gave up: {letter.reason} after {letter.delivery_count}")
+
+
+@pytest.mark.parametrize("with_dlq", [True, False], ids=["dead-lettered", "dropped"])
+def test_a_message_given_up_on_is_answered_before_it_is_acknowledged(with_dlq: bool) -> None:
+    s = Setup()
+    replies: InMemoryMailbox[Any, None] = InMemoryMailbox("replies")
+    s.requests.send("q", reply_to=replies)
+    s.requests.send_undecodable(b"\xff")
+    dlq = DLQPolicy(s.dead, max_deliveries=2) if with_dlq else None
+    retry = RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0)
+    worker = AnsweringWorker(s.requests, fail_with(ValueError("bad")), retry=retry, dlq=dlq)
+
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    assert sorted(letter.reason for letter in worker.given_up) == ["exhausted", "undecodable"]
+    assert [m.body for m in replies.receive(max_messages=10)] == ["gave up: exhausted after 2"]
+    assert len(s.letters()) == (2 if with_dlq else 0)
+    assert s.requests.approximate_count() == 0
+
+
+def test_an_answer_that_cannot_be_sent_leaves_the_message_for_a_later_attempt() -> None:
+    s = Setup()
+    replies: FakeMailbox[Any, None] = FakeMailbox("replies", clock=s.clock)
+    replies.fail_next_send(MailboxConnectionError("replies down"))
+    s.requests.send("q", reply_to=replies)
+    dlq = DLQPolicy(s.dead, dead_letter_on=(ValueError,))
+    worker = AnsweringWorker(s.requests, fail_with(ValueError("bad")), retry=QUICK, dlq=dlq)
+
+    worker.run(max_iterations=1, wait_time_seconds=0)
+
+    assert s.letters() == [] and s.requests.approximate_count() == 1  # not lost, not settled
+    worker.run(until_drained=True, wait_time_seconds=0)
+    assert [m.body for m in replies.receive()] == ["gave up: non_retryable after 2"]
+    assert [letter.delivery_count for letter in s.letters()] == [2]

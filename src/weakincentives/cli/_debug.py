@@ -18,6 +18,8 @@ import typer
 from weakincentives.debug import DEFAULT_HOST, host_warning
 from weakincentives.errors import ViewerError
 
+from ._console import error_console, fail
+
 __all__ = ["debug_command", "register"]
 
 
@@ -34,24 +36,20 @@ def debug_command(
     ] = False,
 ) -> None:
     """Browse runs, samples, A/B flips and debug bundles in a local web viewer."""
-    from rich.console import Console
-
     from weakincentives.debug import ViewerServer
 
-    err = Console(stderr=True, highlight=False)
+    err = error_console()
     warning = host_warning(host)
     if warning is not None:
         err.print(f"[yellow]{warning}[/]")
     if not 0 <= port <= 65535:
-        err.print(f"[red]error:[/] --port must be between 0 and 65535, not {port}")
-        raise typer.Exit(2)
+        fail(f"--port must be between 0 and 65535, not {port}")
     try:
-        err.print(f"indexing {target} ...")
+        err.print(f"indexing {target} ...", markup=False)
         server = ViewerServer(target, host=host, port=port, log_level="warning")
         url = server.bind()
     except ViewerError as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+        fail(exc)
     # The URL goes to stdout (scripts read it); everything else to stderr.
     typer.echo(f"wink debug: serving {target} at {url}", err=False)
     err.print("press Ctrl-C to stop")

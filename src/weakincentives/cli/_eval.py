@@ -9,13 +9,14 @@ the run cannot be read.
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -23,6 +24,7 @@ from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
+    DEFAULT_FAIL_FAST,
     DEFAULT_VALUE_LIMIT,
     Dataset,
     EvalReport,
@@ -33,9 +35,20 @@ from weakincentives.evals import (
 )
 from weakincentives.runtime import AgentLoop
 
+from ._console import (
+    EXIT_BELOW_THRESHOLD,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    error_console,
+    fail,
+    interrupts_as_keyboard_interrupt,
+    print_error,
+)
 from ._experiments import parse_experiments
 from ._hints import Hints
-from ._provenance import provenance_lines, run_provenance
+from ._report import compare_command, report_command
 from ._targets import (
     BUILTIN_EVALUATORS,
     combine_evaluators,
@@ -47,22 +60,20 @@ from ._targets import (
 # rich (and `._progress`, built on it) is imported by the functions that print, so that
 # `wink` and `wink worker` start without it.
 if TYPE_CHECKING:
-    from rich.table import Table
+    pass
 
 __all__ = ["RunPlan", "build_plan", "register"]
 
-EXIT_BELOW_THRESHOLD = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+DEFAULT_TIMEOUT = 600.0
+"""Seconds per sample when `--timeout` is not given (`--timeout 0`: no limit)."""
+DEFAULT_CONCURRENCY = 16
+"""Samples in flight when `--concurrency` is not given."""
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
 
 
 def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
-    from rich.console import Console
-
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {error}", highlight=False)
-    raise typer.Exit(code)
+    fail(error, code)
 
 
 # -- planning a run ----------------------------------------------------------------------------
@@ -77,7 +88,7 @@ class RunPlan:
     dataset: Dataset[Any, Any]
     """The samples."""
     evaluator: Any
-    """The (combined) evaluator."""
+    """The (combined) evaluator (None for `--redis`: the workers' is used)."""
     experiments: tuple[Experiment, ...]
     """Experiments to run, the first one the baseline of comparisons."""
 
@@ -90,8 +101,12 @@ def build_plan(
     experiments: Sequence[str],
     input_type: str | None = None,
     expected_type: str | None = None,
+    needs_evaluator: bool = True,
 ) -> RunPlan:
     """Resolve TARGET, types, dataset, evaluators and experiments.
+
+    With `needs_evaluator=False` (a run on Redis workers, which score with their own
+    evaluator) no evaluator is required nor resolved.
 
     Raises:
         ConfigurationError: any reference or option is wrong.
@@ -112,7 +127,7 @@ def build_plan(
     return RunPlan(
         target=resolved.target,
         dataset=samples,
-        evaluator=combine_evaluators(chosen),
+        evaluator=combine_evaluators(chosen) if needs_evaluator else None,
         experiments=parse_experiments(experiments, resolved.experiments or (BASELINE,)),
     )
 
@@ -164,8 +179,18 @@ def _run(
         ),
     ] = None,
     epochs: Annotated[int, typer.Option(min=1, help="Runs per sample and experiment.")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Samples in flight at once.")] = 16,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per sample.")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"Samples in flight at once [default: {DEFAULT_CONCURRENCY}]."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help=f"Seconds per sample, then an error of kind timeout (a stuck agent's thread "
+            f"is abandoned) [default: {DEFAULT_TIMEOUT:g}; 0: no limit].",
+        ),
+    ] = None,
     runs_dir: Annotated[Path, typer.Option(help="Directory of run directories.")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="Id of the new run.")] = None,
     resume: Annotated[
@@ -174,6 +199,18 @@ def _run(
     retry_errors: Annotated[
         bool, typer.Option("--retry-errors", help="On resume, re-run errored results.")
     ] = False,
+    max_errors: Annotated[
+        int | None,
+        typer.Option(min=1, help="Stop the run once this many results are errors."),
+    ] = None,
+    fail_fast: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Stop the run when its first N results all fail with the same error "
+            "(a broken configuration); 0: never.",
+        ),
+    ] = DEFAULT_FAIL_FAST,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Do not use the response cache.")
     ] = False,
@@ -221,55 +258,151 @@ def _run(
     ] = DEFAULT_VALUE_LIMIT,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
-    from rich.console import Console
-
-    from ._progress import progress_for
-
     if run_id is not None and resume is not None:
         _fail("--run-id names a new run and --resume an existing one; give one of them")
     if bundles not in (None, "all", "failed"):
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
-    try:
-        plan = build_plan(
-            target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-            input_type=input_type, expected_type=expected_type,
-        )  # fmt: skip
-    except (WinkError, ValueError) as exc:
-        _fail(exc)
+    if redis is not None:
+        _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-        epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
+        epochs=epochs, runs_dir=_runs_dir_of(resume, runs_dir), input_type=input_type,
+        expected_type=expected_type, distributed=_redis_args(redis, requests, namespace),
     )  # fmt: skip
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        if redis is not None:
-            report = _run_on_redis(
-                plan, redis_url=redis, requests=requests, namespace=namespace,
-                runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
-                timeout=run_timeout, progress=None if as_json else progress_for(err),
+    with interrupts_as_keyboard_interrupt() as signals:
+        try:
+            plan = _plan(
+                target, dataset=dataset, evaluators=evaluator or (),
+                experiments=experiment or (), input_type=input_type,
+                expected_type=expected_type, distributed=redis is not None,
             )  # fmt: skip
-            _print_run(report, plan, hints, as_json=as_json)
-            _check_threshold(report, fail_under)
-            return
-        report = run_eval(
-            plan.dataset, plan.target, plan.evaluator,
-            experiments=plan.experiments, epochs=epochs, max_concurrent=concurrency,
-            timeout=timeout, store=RunStore(runs_dir),
-            run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
-            cache=_cache_path(plan.target, runs_dir, no_cache),
-            progress=None if as_json else progress_for(err), dataset_path=dataset,
-            bundles=cast("Literal['all', 'failed'] | None", bundles),
-            record_inputs=record_inputs, value_limit=value_limit,
-        )  # fmt: skip
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted:[/] run {Path(the_id).name} is saved as interrupted.")
-        err.print(hints.text(Path(the_id).name), highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt:
+            _stopped(signals, "before the run started; nothing was recorded")
+        from ._progress import LineProgress, progress_for  # rich loads here, not at start
+
+        err = error_console()
+        progress = LineProgress(err) if as_json else progress_for(err)
+        try:
+            if redis is not None:
+                report = _run_on_redis(
+                    plan, redis_url=redis, requests=requests, namespace=namespace,
+                    runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
+                    timeout=run_timeout, progress=progress,
+                )  # fmt: skip
+            else:
+                report = run_eval(
+                    plan.dataset, plan.target, plan.evaluator,
+                    experiments=plan.experiments, epochs=epochs,
+                    max_concurrent=concurrency or DEFAULT_CONCURRENCY,
+                    timeout=_sample_timeout(timeout), store=RunStore(runs_dir),
+                    run_id=None if resume else the_id, resume=resume, retry_errors=retry_errors,
+                    cache=_cache_path(plan.target, runs_dir, no_cache), progress=progress,
+                    fail_fast=fail_fast, max_errors=max_errors, dataset_path=dataset,
+                    bundles=cast("Literal['all', 'failed'] | None", bundles),
+                    record_inputs=record_inputs, value_limit=value_limit,
+                )  # fmt: skip
+        except KeyboardInterrupt:
+            name = Path(the_id).name
+            _stopped(signals, f"run {name} is saved as interrupted", hints.text(name))
+        except (WinkError, ValueError) as exc:
+            _fail(exc)
+    _print_run(report, plan, hints, as_json=as_json)
+    _check_complete(report, hints)
+    _check_threshold(report, fail_under)
+
+
+def _plan(target: str, *, distributed: bool, **options: Any) -> RunPlan:
+    """`build_plan`, failing with exit 2 on a bad option and exit 3 on an empty dataset."""
+    try:
+        plan = build_plan(target, needs_evaluator=not distributed, **options)
     except (WinkError, ValueError) as exc:
         _fail(exc)
-    _print_run(report, plan, hints, as_json=as_json)
-    _check_threshold(report, fail_under)
+    if len(plan.dataset) == 0:
+        _fail("the dataset holds no samples; nothing to evaluate", EXIT_INCOMPLETE)
+    return plan
+
+
+def _runs_dir_of(resume: str | None, runs_dir: Path) -> Path:
+    """Where the run lives: `--runs-dir`, or the parent of a run resumed by its path."""
+    if resume is not None and ("/" in resume or "\\" in resume) and Path(resume).is_dir():
+        return Path(resume).parent
+    return runs_dir
+
+
+def _redis_args(url: str | None, requests: str, namespace: str) -> tuple[str, ...]:
+    """The flags that point a resumed run at the same workers (no password shown)."""
+    if url is None:
+        return ()
+    parts = urlsplit(url)
+    if parts.password:
+        user = parts.username or ""
+        url = urlunsplit(parts._replace(netloc=f"{user}:****@{parts.netloc.rpartition('@')[2]}"))
+    args = ["--redis", url]
+    if requests != "eval-requests":
+        args += ["--requests", requests]
+    if namespace != "wink":
+        args += ["--namespace", namespace]
+    return tuple(args)
+
+
+def _sample_timeout(timeout: float | None) -> float | None:
+    """The per-sample timeout to run with: the default, the given seconds, or none (0)."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    return timeout or None
+
+
+def _refuse_local_flags(*, evaluator: Any, timeout: Any, concurrency: Any) -> None:
+    """With `--redis`, the workers decide these: refuse them rather than ignore them."""
+    where = {
+        "--evaluator": "the workers score with their WorkerSpec's evaluator",
+        "--timeout": "set it on the workers: WorkerSpec(config=EvalLoopConfig(timeout=...))",
+        "--concurrency": "give each worker `wink worker --concurrency N`",
+    }
+    flags = {"--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency}
+    given = [flag for flag, value in flags.items() if value is not None and value != []]
+    if given:
+        reasons = "; ".join(f"{flag}: {where[flag]}" for flag in given)
+        _fail(f"{', '.join(given)} cannot be used with --redis ({reasons})")
+
+
+def _stopped(signals: list[int], what: str, hint: str | None = None) -> NoReturn:
+    """Report a Ctrl-C or SIGTERM and exit 130 or 143."""
+    from rich.text import Text
+
+    terminated = signal.SIGTERM in signals
+    console = error_console()
+    label = "terminated" if terminated else "interrupted"
+    console.print(Text.assemble((f"{label}:", "yellow"), f" {what}."))
+    if hint is not None:
+        console.print(hint, markup=False)
+    raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+
+
+def _check_complete(report: EvalReport, hints: Hints) -> None:
+    """Exit 3 when results are missing (a run timeout, lost requests, a fail-fast stop)."""
+    reason = report.config.get("stopped")
+    if report.complete and reason is None:
+        return
+    run_id = report.run_id or ""
+    queued = report.config.get("queued_requests")
+    detail = f": {reason}" if isinstance(reason, str) else ""
+    if isinstance(queued, int) and queued:
+        detail += (
+            f"; {queued} requests still wait in the requests mailbox (is a `wink worker` "
+            "serving it?)"
+        )
+    command = hints.resume_command(run_id)
+    if isinstance(reason, str):  # stopped early: its errors are recorded, run them again
+        command += " --retry-errors"
+    print_error(
+        f"the run is incomplete, {report.missing} of {report.expected_count} results "
+        f"missing{detail}; finish it with: {command}",
+        label="incomplete",
+        style="bold yellow",
+    )
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def _run_on_redis(
@@ -289,16 +422,18 @@ def _run_on_redis(
     from weakincentives import serde
     from weakincentives.contrib.distributed import run_distributed
     from weakincentives.evals import Fingerprint, RunProvenance
-    from weakincentives.evals.store import git_commit
+    from weakincentives.evals.store import code_directory, git_commit
 
     provenance = RunProvenance.collect(
         target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256,
-        git_commit=git_commit(),
+        git_commit=git_commit(code_directory(plan.target)),
     )  # fmt: skip
+    # The workers run their own WorkerSpec (agent, evaluator, per-sample timeout): the
+    # fingerprint names the mailbox they serve, not an evaluator this process would pick.
     fingerprint = Fingerprint.build(
-        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
-        evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
-        models=provenance.models(),
+        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments, evaluators=(),
+        target=plan.target, epochs=epochs, models=provenance.models(),
+        extra={"workers": f"redis:{namespace}/{requests}", "evaluator": "the workers'"},
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:
@@ -359,198 +494,12 @@ def _check_threshold(report: EvalReport, fail_under: float | None) -> None:
         _fail(f"pass rate below --fail-under {fail_under:.1%}: {listed}", EXIT_BELOW_THRESHOLD)
 
 
-# -- wink eval report / compare -------------------------------------------------------------------
-
-
-def _first_experiment(loaded: EvalReport) -> str | None:
-    """The run's first experiment as configured (results arrive in any order), if known."""
-    fingerprint = loaded.config.get("fingerprint")
-    experiments = fingerprint.get("experiments") if isinstance(fingerprint, dict) else None
-    names = loaded.experiment_names
-    for entry in experiments if isinstance(experiments, list) else ():
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if name in names:
-            return str(name)
-    return names[0] if names else None
-
-
-def _load(run: str, runs_dir: Path) -> EvalReport:
-    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
-    try:
-        path = Path(run)
-        if not path.exists():
-            path = RunStore(runs_dir).open(run).path
-        return EvalReport.load(path)
-    except (WinkError, ValueError, OSError) as exc:
-        _fail(exc)
-
-
-RunArg = Annotated[
-    str,
-    typer.Argument(metavar="RUN", help="Run id (under --runs-dir), run directory or report file."),
-]
-RunsDirOption = Annotated[Path, typer.Option(help="Directory of run directories.")]
-
-
-def _report(
-    run: RunArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    html: Annotated[Path | None, typer.Option(help="Also write an HTML report here.")] = None,
-    slice_key: Annotated[
-        str | None, typer.Option("--slice", help="Metadata key to break results down by.")
-    ] = None,
-    baseline: Annotated[
-        str | None, typer.Option(help="Experiment to compare against (default: the run's first).")
-    ] = None,
-    runs_dir: RunsDirOption = Path("runs"),
-) -> None:
-    """Print the report of a run (rates with intervals, comparisons, slices)."""
-    from rich.console import Console
-
-    loaded = _load(run, runs_dir)
-    provenance = run_provenance(run, runs_dir)
-    if baseline is None and len(loaded.experiment_names) > 1:
-        baseline = _first_experiment(loaded)
-    try:
-        if html is not None:
-            from weakincentives.debug import write_html_report
-
-            write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
-        if as_json:
-            data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
-            if slice_key is not None:
-                data["slices"] = _slices_json(loaded, slice_key)
-            typer.echo(json.dumps(data, indent=2))
-        else:
-            console = Console()
-            for line in provenance_lines(provenance) if provenance else ():
-                console.print(line, highlight=False, markup=False)
-            loaded.render(console, baseline=baseline)
-            if slice_key is not None:
-                console.print(_slice_table(loaded, slice_key))
-    except (WinkError, ValueError, OSError) as exc:
-        _fail(exc)
-    if html is not None:
-        Console(stderr=True).print(f"HTML report written to {html}", highlight=False)
-
-
-def _slices_json(loaded: EvalReport, key: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in loaded.experiment_names:
-        for value, s in loaded.experiment(name).slice_by(key).items():
-            out.setdefault(str(value), {})[name] = {
-                "n": s.n, "passed": s.passed, "errors": s.errors, "pass_rate": s.pass_rate,
-                "pass_rate_ci": [s.pass_rate_low, s.pass_rate_high], "mean_score": s.mean,
-            }  # fmt: skip
-    return out
-
-
-def _slice_table(loaded: EvalReport, key: str) -> Table:
-    from rich.table import Table
-
-    table = Table(title=f"Pass rate by {key}")
-    table.add_column(key)
-    names = loaded.experiment_names
-    for name in names:
-        table.add_column(name, justify="right")
-    rows = _slices_json(loaded, key)
-    for value, cells in rows.items():
-        texts = []
-        for name in names:
-            cell = cells.get(name)
-            if cell is None:
-                texts.append("-")
-                continue
-            low, high = cell["pass_rate_ci"]
-            texts.append(f"{cell['pass_rate']:.1%} [{low:.0%}, {high:.0%}] n={cell['n']}")
-        table.add_row(value, *texts)
-    return table
-
-
-def _compare(
-    run_a: RunArg,
-    run_b: Annotated[
-        str | None,
-        typer.Argument(metavar="RUN_B", help="A second run to compare RUN with."),
-    ] = None,
-    baseline: Annotated[
-        str | None, typer.Option(help="Baseline experiment (in RUN_A).", show_default=False)
-    ] = None,
-    treatment: Annotated[
-        str | None,
-        typer.Option(help="Treatment experiment (in RUN_B, else RUN_A).", show_default=False),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    runs_dir: RunsDirOption = Path("runs"),
-) -> None:
-    """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
-    first = _load(run_a, runs_dir)
-    try:
-        if run_b is None:
-            merged, base = _within(first, baseline, treatment)
-        else:
-            merged, base = _across(first, _load(run_b, runs_dir), baseline, treatment)
-        if as_json:
-            typer.echo(json.dumps(merged.to_dict(baseline=base), indent=2))
-        else:
-            from rich.console import Console
-
-            merged.render(Console(), baseline=base)
-    except (WinkError, ValueError) as exc:
-        _fail(exc)
-
-
-def _within(
-    loaded: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    names = loaded.experiment_names
-    if len(names) < 2:
-        _raise_config(
-            f"run {loaded.run_id} has one experiment ({', '.join(names) or 'none'}); "
-            "pass a second run to compare with: wink eval compare RUN_A RUN_B"
-        )
-    base = baseline or _first_experiment(loaded) or names[0]
-    for name in (base, treatment):
-        if name is not None:
-            loaded.experiment(name)  # raises, listing the experiments, when absent
-    keep = {base, treatment} if treatment else set(names)
-    return loaded.filter(lambda r: r.experiment_name in keep), base
-
-
-def _across(
-    a: EvalReport, b: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    base = _single(a, baseline, "--baseline")
-    treat = _single(b, treatment, "--treatment")
-    label_a, label_b = f"{a.run_id or 'A'}/{base}", f"{b.run_id or 'B'}/{treat}"
-    if label_a == label_b:
-        label_a, label_b = f"A/{base}", f"B/{treat}"
-    results = [
-        *(dataclasses.replace(r, experiment_name=label_a) for r in a.experiment(base).results),
-        *(dataclasses.replace(r, experiment_name=label_b) for r in b.experiment(treat).results),
-    ]
-    return EvalReport(results=tuple(results)), label_a
-
-
-def _single(loaded: EvalReport, chosen: str | None, flag: str) -> str:
-    names = loaded.experiment_names
-    if chosen is not None:
-        loaded.experiment(chosen)  # raises, listing the experiments, when absent
-        return chosen
-    if len(names) != 1:
-        _raise_config(
-            f"run {loaded.run_id} has experiments {', '.join(names) or 'none'}; "
-            f"pick one with {flag} NAME"
-        )
-    return names[0]
-
-
 def register(app: typer.Typer) -> None:
     """Add `wink eval` to `app`."""
     group = typer.Typer(
         name="eval", help="Run evaluations and read their results.", no_args_is_help=True
     )
     group.command("run")(_run)
-    group.command("report")(_report)
-    group.command("compare")(_compare)
+    group.command("report")(report_command)
+    group.command("compare")(compare_command)
     app.add_typer(group)

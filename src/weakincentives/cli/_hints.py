@@ -27,6 +27,8 @@ class Hints:
     runs_dir: Path
     input_type: str | None
     expected_type: str | None
+    distributed: tuple[str, ...] = ()
+    """`--redis URL` and its companions (the URL without its password)."""
 
     def resume_command(self, run_id: str) -> str:
         args = ["wink", "eval", "run", self.target]
@@ -45,7 +47,7 @@ class Hints:
             args += ["--epochs", str(self.epochs)]
         if self.runs_dir != Path("runs"):
             args += ["--runs-dir", str(self.runs_dir)]
-        return shlex.join([*args, "--resume", run_id])
+        return shlex.join([*args, *self.distributed, "--resume", run_id])
 
     def text(self, run_id: str) -> str:
         run_dir = shlex.quote(str(self.runs_dir / run_id))

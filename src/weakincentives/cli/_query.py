@@ -27,6 +27,8 @@ import typer
 from weakincentives.errors import QueryError
 from weakincentives.redaction import default_redactor
 
+from ._console import error_console
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
@@ -88,12 +90,11 @@ def query(
 ) -> None:
     """Run read-only SQL over an eval run, a directory of runs, or a debug bundle."""
     # rich and the query engine load here, not when `wink` starts.
-    from rich.console import Console
     from rich.text import Text
 
     from weakincentives.debug import QueryDatabase
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = error_console()
     if sql is None and not schema:
         err.print(
             '[red]error:[/] give the SQL to run, e.g. "SELECT * FROM results LIMIT 5", or --schema'

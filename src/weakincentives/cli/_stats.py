@@ -33,6 +33,8 @@ import typer
 from weakincentives.errors import ConfigurationError, InvalidStatisticError
 from weakincentives.evals import stats
 
+from ._console import fail
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -239,8 +241,7 @@ def _power(
             correlation=correlation, sizes=sizes,
         )  # fmt: skip
     except ConfigurationError as exc:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if as_json:
         typer.echo(json.dumps(plan.to_dict(), indent=2))
         return

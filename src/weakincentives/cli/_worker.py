@@ -17,8 +17,10 @@ from typing import Annotated
 import typer
 
 from weakincentives.cli._targets import load_object
-from weakincentives.errors import ConfigurationError
+from weakincentives.errors import WinkError
 from weakincentives.redaction import redact_logs
+
+from ._console import fail
 
 __all__ = ["register", "worker"]
 
@@ -67,8 +69,6 @@ def worker(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
 ) -> None:
     """Evaluate samples sent to a Redis mailbox (run as many workers as you like)."""
-    from rich.console import Console
-
     from weakincentives.contrib.distributed import (
         DistributedWorker,
         WorkerContext,
@@ -79,8 +79,7 @@ def worker(
 
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
-        Console(stderr=True).print(f"[red]error:[/] unknown --log-level {log_level!r}")
-        raise typer.Exit(2)
+        fail(f"unknown --log-level {log_level!r}; use DEBUG, INFO, WARNING or ERROR")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     redact_logs()
     try:
@@ -94,9 +93,8 @@ def worker(
         context = WorkerContext(client=client, namespace=namespace, redis_url=redis_url)
         spec = resolve_worker_spec(load_object(target, what="TARGET"), context)
         served = DistributedWorker(spec, client=client, options=options)
-    except ConfigurationError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+    except (WinkError, ValueError) as exc:  # a bad flag, target, factory or Redis URL
+        fail(exc)
     try:
         clean = served.run()
     finally:

@@ -48,6 +48,9 @@ from ._viewer_views import (
 
 __all__ = ["NotFoundError", "SideSpec", "ViewerData"]
 
+_SQLITE_INT_LIMIT = 2**63
+"""Result ids are SQLite rowids: 64-bit signed integers (a larger one matches no result)."""
+
 TargetKind = Literal["runs", "bundle"]
 _CACHE_SIZE = 16
 V = TypeVar("V")
@@ -271,6 +274,8 @@ class ViewerData:
             NotFoundError: no such run or result.
         """
         self._run(run_id)
+        if not 0 <= result_id < _SQLITE_INT_LIMIT:  # ids are SQLite rowids
+            raise NotFoundError(f"run {run_id!r} has no result {result_id}")
         row = self._index.get(run_id, result_id)
         result = self._index.read(run_id, result_id)
         if row is None or result is None:

@@ -86,6 +86,7 @@ from .report import (
     summarize,
 )
 from .runner import (
+    DEFAULT_FAIL_FAST,
     CallbackProgress,
     DatasetSource,
     Environment,
@@ -177,6 +178,7 @@ from .store import (
 __all__ = [
     "BASELINE",
     "CONTROL",
+    "DEFAULT_FAIL_FAST",
     "DEFAULT_VALUE_LIMIT",
     "ERROR_KINDS",
     "JUDGE_TEMPLATE",

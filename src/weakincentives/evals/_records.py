@@ -39,7 +39,7 @@ ExpectedT = TypeVar("ExpectedT")
 
 ErrorKind = Literal[
     "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
-    "environment", "cancelled",
+    "environment", "cancelled", "dead_letter",
 ]  # fmt: skip
 """Why a sample has no trustworthy score:
 
@@ -52,12 +52,15 @@ ErrorKind = Literal[
 - `timeout`: the per-sample timeout or the run's deadline passed;
 - `budget`: the token budget was exceeded;
 - `environment`: the environment could not be created, serialized or restored;
-- `cancelled`: the run was interrupted before the sample finished.
+- `cancelled`: the run was interrupted before the sample finished;
+- `dead_letter`: a worker gave up on the request (it kept failing on infrastructure
+  after its retries, or its body could not be decoded) and dead-lettered it; the error
+  says why.
 """
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
-    "environment", "cancelled",
+    "environment", "cancelled", "dead_letter",
 )  # fmt: skip
 """Every `ErrorKind`, in the order reports list them."""
 

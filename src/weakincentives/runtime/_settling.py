@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from weakincentives.clock import Clock
-from weakincentives.errors import MailboxError
+from weakincentives.errors import MailboxConnectionError, MailboxError
 from weakincentives.runtime.dlq import (
     DeadLetter,
     DeadLetterReason,
@@ -26,6 +26,7 @@ from weakincentives.runtime.dlq import (
 )
 from weakincentives.runtime.lease import WorkerHeartbeat
 from weakincentives.runtime.mailbox import Message
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 
 __all__ = ["Counter", "Delivery", "Settling"]
 
@@ -67,6 +68,9 @@ class Settling:
         dlq: Where given-up messages go (None: dropped with an error log).
         clock: Stamps dead letters.
         count: Adds to one of the worker's counts.
+        on_give_up: Told about each message given up on (dead-lettered, or dropped
+            without a DLQ) before it is acknowledged, so its sender can be answered;
+            when it raises a `MailboxError` the message is returned for a later attempt.
     """
 
     def __init__(
@@ -78,8 +82,10 @@ class Settling:
         dlq: DLQPolicy[Any] | None,
         clock: Clock,
         count: Callable[[Counter], None],
+        on_give_up: Callable[[Message[Any, Any], DeadLetter[Any]], None] | None = None,
     ) -> None:
         self._name = name
+        self._on_give_up = on_give_up
         self._source = source
         self._retry = retry
         self._dlq = dlq
@@ -121,24 +127,28 @@ class Settling:
                 return False
             try:
                 call()
-            except MailboxError:
+            except MailboxError as error:
                 self._count("settle_errors")
-                _log.warning(
-                    "%s: could not settle message %s; it will be delivered again",
-                    self._name,
-                    delivery.message.id,
-                    exc_info=True,
-                )
+                self._settle_failed(f"could not settle message {delivery.message.id}", error)
                 return False
+            BACKEND_OUTAGE.succeeded()  # one attribute read unless an outage is ongoing
             return True
+
+    def _settle_failed(self, what: str, error: MailboxError) -> None:
+        # An unreachable backend is one outage, however many messages meet it.
+        if isinstance(error, MailboxConnectionError):
+            BACKEND_OUTAGE.failed(f"{self._name} {what}", error)
+        else:
+            # One line: a stale receipt (the message came back meanwhile) is expected.
+            _log.warning("%s: %s (%s); it will be delivered again", self._name, what, error)
 
     def give_back(self, message: Message[Any, Any], visibility_timeout: float = 0.0) -> None:
         """Return `message` to the queue (a nack), logging a mailbox that refuses."""
         try:
             message.nack(visibility_timeout=visibility_timeout)
-        except MailboxError:
+        except MailboxError as error:
             self._count("settle_errors")
-            _log.warning("%s: could not return message %s", self._name, message.id, exc_info=True)
+            self._settle_failed(f"could not return message {message.id}", error)
 
     def _on_failure(self, delivery: Delivery, error: Exception) -> None:
         message = delivery.message
@@ -153,22 +163,32 @@ class Settling:
         action = failure_action(error, message.delivery_count, retry=self._retry, dlq=self._dlq)
         if action == "retry":
             delay = self._retry.backoff(message.delivery_count)
-            _log.warning(
-                "%s: message %s failed on delivery %d; retrying in %.3gs",
-                self._name,
-                message.id,
-                message.delivery_count,
-                delay,
-                exc_info=error,
-            )
+            if isinstance(error, MailboxConnectionError):  # e.g. its reply could not be sent
+                BACKEND_OUTAGE.failed(f"{self._name} was handling message {message.id}", error)
+            else:
+                # One line per retry (the traceback comes once, if it is dead-lettered).
+                _log.warning(
+                    "%s: message %s failed on delivery %d (%s: %s); retrying in %.3gs",
+                    self._name,
+                    message.id,
+                    message.delivery_count,
+                    type(error).__name__,
+                    error,
+                    delay,
+                )
             if self.settle(delivery, lambda: message.nack(visibility_timeout=delay)):
                 self._count("retried")
         else:
             self._give_up(delivery, error, action)
 
     def _give_up(self, delivery: Delivery, error: BaseException, reason: DeadLetterReason) -> None:
-        """Dead-letter the message (or drop it without a DLQ), then acknowledge it."""
+        """Answer the sender, dead-letter the message (or drop it without a DLQ), ack it."""
         message = delivery.message
+        letter = DeadLetter.from_message(
+            message, error, reason=reason, source=self._source, now=self._clock.now()
+        )
+        if not self._answer(delivery, letter):
+            return
         if self._dlq is None:
             _log.error(
                 "%s: dropping message %s (%s) after %d deliveries: no DLQPolicy is configured",
@@ -181,9 +201,6 @@ class Settling:
             if self.settle(delivery, message.acknowledge):
                 self._count("dropped")
             return
-        letter = DeadLetter.from_message(
-            message, error, reason=reason, source=self._source, now=self._clock.now()
-        )
         with delivery.lock:
             if delivery.abandoned:
                 return
@@ -203,3 +220,21 @@ class Settling:
         )
         self._count("dead_lettered")
         self.settle(delivery, message.acknowledge)
+
+    def _answer(self, delivery: Delivery, letter: DeadLetter[Any]) -> bool:
+        """Tell `on_give_up`; False when the message went back for a later attempt."""
+        if self._on_give_up is None or delivery.abandoned:
+            return not delivery.abandoned
+        message = delivery.message
+        try:
+            self._on_give_up(message, letter)
+        except MailboxError as exc:  # the answer could not be sent: keep the message
+            if isinstance(exc, MailboxConnectionError):
+                BACKEND_OUTAGE.failed(f"{self._name} was answering message {message.id}", exc)
+            else:
+                _log.warning("%s: could not answer message %s: %s", self._name, message.id, exc)
+            self.give_back(message, self._retry.backoff(message.delivery_count))
+            return False
+        except Exception:  # a bug in the answer must not keep the message forever
+            _log.exception("%s: answering message %s failed", self._name, message.id)
+        return True

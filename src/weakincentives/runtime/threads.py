@@ -37,19 +37,27 @@ Example:
 from __future__ import annotations
 
 import _thread
+import contextvars
 import logging
 import queue
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from weakincentives.errors import ConfigurationError
 
-__all__ = ["WorkerThreads"]
+__all__ = ["WorkerThreads", "call_abandonable", "run_abandonable"]
 
 _log = logging.getLogger(__name__)
 
 _STOP = None  # the queue item that tells one idle thread to exit
+
+T = TypeVar("T")
 
 
 class WorkerThreads:
@@ -159,3 +167,77 @@ class WorkerThreads:
             with self._cond:
                 self._threads -= 1
                 self._cond.notify_all()
+
+
+_ABANDONABLE = WorkerThreads(2**20, name="wink-abandonable")
+"""The threads of `run_abandonable`: as many as are busy (the callers' limiter bounds the
+running ones; the rest are stuck calls that were given up on)."""
+
+
+async def run_abandonable(fn: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
+    """Run `fn` in a thread the caller may give up on without it holding the process.
+
+    Like `anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)`, but
+    anyio's worker threads are ordinary threads, which the interpreter waits for at exit:
+    one stuck call (a hung agent whose sample timed out) would hold the process forever
+    after its run ended. This runs `fn` on a `WorkerThreads` thread instead (not waited
+    for at exit), in a copy of the caller's context, under `limiter`; the caller awaits
+    an event the thread sets through the event loop's token when `fn` returns. When the
+    caller is cancelled, it returns at once and the thread finishes (or not) on its own;
+    its result is dropped.
+    """
+    async with limiter:
+        token = anyio.lowlevel.current_token()
+        done = anyio.Event()
+        outcome: list[tuple[bool, Any]] = []
+        context = contextvars.copy_context()
+
+        def task() -> None:
+            try:
+                outcome.append((True, context.run(fn)))
+            except BaseException as exc:  # handed to the caller, which raises it
+                outcome.append((False, exc))
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except Exception:  # the run is over (the loop closed): nobody waits for this
+                _log.debug("an abandoned call finished after its event loop closed")
+
+        _ABANDONABLE.submit(task)
+        await done.wait()
+    ok, value = outcome[0]
+    if ok:
+        return cast(T, value)
+    raise value
+
+
+def call_abandonable(fn: Callable[[], T], timeout: float) -> T:
+    """Call `fn` in a thread the caller gives up on after `timeout` seconds.
+
+    The blocking counterpart of `run_abandonable`, for a caller that is a thread itself
+    (a mailbox worker's handler): it waits for `fn` at most `timeout` seconds (wall
+    clock), then raises `TimeoutError` and leaves the thread to finish, or not, on its
+    own; the interpreter does not wait for that thread at exit. `fn` runs in a copy of
+    the caller's context; what it raises is raised here.
+
+    Raises:
+        TimeoutError: `fn` did not return within `timeout` seconds.
+    """
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def task() -> None:
+        try:
+            outcome.append((True, context.run(fn)))
+        except BaseException as exc:  # handed to the caller, which raises it
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    _ABANDONABLE.submit(task)
+    if not done.wait(timeout):
+        raise TimeoutError(f"the call did not return within {timeout:g}s")
+    ok, value = outcome[0]
+    if ok:
+        return cast(T, value)
+    raise value

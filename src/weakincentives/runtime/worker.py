@@ -30,10 +30,16 @@ from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError, MailboxClosedError, MailboxError
+from weakincentives.errors import (
+    ConfigurationError,
+    MailboxClosedError,
+    MailboxConnectionError,
+    MailboxError,
+)
 from weakincentives.runtime._loop_thread import LoopThread
 from weakincentives.runtime._settling import Counter, Delivery, Settling
 from weakincentives.runtime.dlq import (
+    DeadLetter,
     DLQPolicy,
     RetryPolicy,
 )
@@ -45,6 +51,7 @@ from weakincentives.runtime.mailbox import (
     Message,
     check_timeout,
 )
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 from weakincentives.runtime.threads import WorkerThreads
 
 __all__ = ["MailboxWorker", "WorkerStats"]
@@ -153,6 +160,7 @@ class MailboxWorker(Generic[T, R]):
         self._settling = Settling(
             name=self._name, source=requests.name if requests is not None else self._name,
             retry=self._retry, dlq=dlq, clock=clock, count=self._count,
+            on_give_up=self.on_dead_letter,
         )  # fmt: skip
 
     # -- what subclasses implement -----------------------------------------------------
@@ -166,6 +174,18 @@ class MailboxWorker(Generic[T, R]):
         worker healthy and, with a lease configured, the message invisible.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement handle()")
+
+    def on_dead_letter(self, message: Message[T, R], letter: DeadLetter[T]) -> None:
+        """Called for each message given up on, before it is dead-lettered and acknowledged.
+
+        Given up on means dead-lettered, or dropped when there is no `DLQPolicy`:
+        undecodable, failed with an error not worth retrying, or failed on every
+        delivery allowed. The default does nothing; `EvalLoop` answers the request's
+        `reply_to` with an error result (kind `dead_letter`), so the sender counts it.
+        Raise a `MailboxError` (a reply that could not be sent) to have the message
+        returned to the queue and given up on again later.
+        """
+        del message, letter
 
     @property
     def handles_async(self) -> bool:
@@ -306,13 +326,12 @@ class MailboxWorker(Generic[T, R]):
                 )  # fmt: skip
             except MailboxClosedError:
                 return
-            except MailboxError:
+            except MailboxError as error:
                 failures += 1
-                self._receive_failed(failures)
+                self._receive_failed(failures, error)
                 continue
-            if failures:
-                _log.warning("%s: receive works again after %d failures", self._name, failures)
-                failures = 0
+            failures = 0
+            BACKEND_OUTAGE.succeeded()  # one attribute read unless an outage is ongoing
             self._beat()
             if messages:
                 self._dispatch(pool, messages)
@@ -353,22 +372,26 @@ class MailboxWorker(Generic[T, R]):
                 break
         return gathered
 
-    def _receive_failed(self, failures: int) -> None:
+    def _receive_failed(self, failures: int, error: MailboxError) -> None:
         """Back off after a failed receive: the worker outlives a backend outage.
 
         The pause doubles with each consecutive failure (up to `_MAX_RECEIVE_BACKOFF`)
-        and ends early on `shutdown()`. Only the first failure of an outage is logged
-        with its traceback, so a long outage does not flood the logs.
+        and ends early on `shutdown()`. An unreachable backend is reported to
+        `BACKEND_OUTAGE` (one warning per outage, one line when it is back); any other
+        failure is logged with its traceback the first time only.
         """
         self._count("receive_errors")
         pause = min(_MAX_RECEIVE_BACKOFF, _IDLE_PAUSE * 2.0 ** min(failures - 1, 16))
-        _log.warning(
-            "%s: receive failed (%d in a row); retrying in %.2gs",
-            self._name,
-            failures,
-            pause,
-            exc_info=failures == 1,
-        )
+        if isinstance(error, MailboxConnectionError):
+            BACKEND_OUTAGE.failed(f"{self._name} was receiving", error)
+        else:
+            _log.warning(
+                "%s: receive failed (%d in a row); retrying in %.2gs",
+                self._name,
+                failures,
+                pause,
+                exc_info=failures == 1,
+            )
         self._stop.wait(pause)
 
     def _wait_for_slot(self) -> int:

@@ -11,7 +11,15 @@ Each new result is appended to the run store *before* its message is acknowledge
 this process dies, nothing acknowledged is missing from the store, and the results not
 yet stored are still in Redis for `RunStore.resume` (pass the resumed `RunHandle` back
 in: completed samples are skipped, the others are submitted again under the same run id
-and reply mailbox, where late answers of the first attempt count too).
+and reply mailbox, where late answers of the first attempt count too; when Redis still
+holds the first attempt's requests they are collected, not submitted again).
+
+Lost work is noticed (see `_tracking`): a Redis that does not answer is refused before
+the run is created; a Redis that comes back without the run's requests (restarted
+without persistence, flushed) gets the outstanding ones again; after
+`STALL_NOTICE_SECONDS` without a result the client logs how many requests wait in the
+queue. Requests given up on by a worker come back as error results (kind
+`dead_letter`), so they count like any other result.
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ from weakincentives.evals import (
     new_run_id,
 )
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
+from weakincentives.runtime.outage import BACKEND_OUTAGE
 
-from ._connection import Backoff, describe, redis_client
+from ._connection import Backoff, check_reachable, describe, redis_client
+from ._tracking import RunMarker, Watch
 
 __all__ = ["ProgressSink", "reply_mailbox_name", "run_distributed"]
 
@@ -132,10 +142,19 @@ def run_distributed(
         ConfigurationError: Bad arguments (neither or both of `redis_url` and
             `client`, no experiments, duplicate names, `epochs < 1`, ...).
         RunStoreError: Results could not be stored (they stay in Redis for a resume).
+        MailboxConnectionError: `redis_url` does not answer (checked before the run is
+            created, after the client's own retries).
     """
     samples = list(dataset)
     _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
+    if isinstance(run_store, RunHandle) and not run_store.writable:
+        raise ConfigurationError(
+            f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
+            "RunStore.create(...) to append to it",
+        )
     connection = client if client is not None else redis_client(str(redis_url))
+    if client is None:
+        check_reachable(connection)
     settings = {
         "mode": "distributed",
         "requests": requests,
@@ -190,7 +209,7 @@ def _execute(
     namespace: str,
     run_id: str,
     collector: _Collector,
-    settings: Mapping[str, Any],
+    settings: dict[str, Any],
     clock: Clock,
     timeout: float | None,
 ) -> EvalReport:
@@ -202,7 +221,9 @@ def _execute(
     results: RedisMailbox[EvalResult, Any] = RedisMailbox(
         reply_name, client=client, namespace=namespace, body_type=EvalResult
     )
-    try:
+    marker = RunMarker(client, namespace, run_id)
+
+    def send_outstanding() -> bool:
         pending = [
             EvalRequest(sample=sample, experiment=experiment, epoch=epoch, run_id=run_id)
             for experiment in experiments
@@ -214,12 +235,32 @@ def _execute(
             "run %s: submitting %d requests to %r on %s; results come back to %r",
             run_id, len(pending), requests, describe(client), reply_name,
         )  # fmt: skip
-        if _submit(outbox, pending, reply_name, clock, deadline):
-            _collect(results, collector, clock, deadline)
+        if not _submit(outbox, pending, reply_name, clock, deadline):
+            return False
+        _quietly(lambda: marker.mark(len(pending)), "marking the run's requests as sent")
+        return True
+
+    watch = Watch(outbox, marker, send_outstanding, run_id, clock)
+    try:
+        if collector.missing and collector.restored and _still_in_redis(marker):
+            _log.warning(
+                "run %s: its %d outstanding requests are still in Redis (sent before the "
+                "client stopped); collecting them instead of running them again",
+                run_id, collector.missing,
+            )  # fmt: skip
+            marker.set_here = True
+            sent = True
+        else:
+            sent = send_outstanding()
+        if sent:
+            _collect(results, collector, clock, deadline, watch)
         if collector.missing == 0:
             # Only late duplicates can still be in there (or arrive: the queue's TTL
             # removes those), so free the memory now.
             _quietly(results.purge, "purging the run's results mailbox")
+            marker.clear()
+        else:
+            settings["queued_requests"] = watch.queued()
     finally:
         outbox.close()
         results.close()
@@ -236,6 +277,13 @@ def _execute(
     )
 
 
+def _still_in_redis(marker: RunMarker) -> bool:
+    try:
+        return marker.present()
+    except MailboxConnectionError:
+        return False  # sending again is safe: duplicates are answered once
+
+
 def _submit(
     outbox: RedisMailbox[EvalRequest[Any, Any], Any],
     pending: list[EvalRequest[Any, Any]],
@@ -250,12 +298,13 @@ def _submit(
         batch = pending[start : start + _SUBMIT_BATCH]
         try:
             outbox.send_many(batch, reply_to=reply_name)
-        except MailboxConnectionError:
+        except MailboxConnectionError as error:
             if _expired(clock, deadline):
                 return False
-            _log_outage(backoff, "submitting requests")
+            BACKEND_OUTAGE.failed("submitting requests", error)
             backoff.wait(deadline)
             continue  # the batch again: requests sent twice are answered once
+        BACKEND_OUTAGE.succeeded()
         backoff.reset()
         start += len(batch)
     return True
@@ -266,6 +315,7 @@ def _collect(
     collector: _Collector,
     clock: Clock,
     deadline: float | None,
+    watch: Watch,
 ) -> None:
     """Receive, store, then acknowledge results until all are in or the deadline passes."""
     backoff = Backoff(clock)
@@ -274,19 +324,22 @@ def _collect(
             _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, deadline - clock.monotonic())
         )
         try:
+            watch.check(now=backoff.failures > 0)
             messages = results.receive(
                 max_messages=MAX_MESSAGES,
                 visibility_timeout=_RESULT_VISIBILITY,
                 wait_time_seconds=max(0.0, wait),
             )
-        except MailboxConnectionError:
-            _log_outage(backoff, "receiving results")
+        except MailboxConnectionError as error:
+            BACKEND_OUTAGE.failed("receiving results", error)
             backoff.wait(deadline)
             continue
-        if backoff.failures:
-            _log.warning("Redis is reachable again after %d failed attempts", backoff.failures)
-            backoff.reset()
+        BACKEND_OUTAGE.succeeded()
+        backoff.reset()
+        before = collector.missing
         collector.take(messages)  # stores before anything is acknowledged
+        if collector.missing < before:
+            watch.progressed()
         for message in messages:
             _quietly(message.acknowledge, f"acknowledging result {message.id}")
 
@@ -310,6 +363,8 @@ class _Collector:
         self.request_ids: set[str] = set()
         self.duplicates = 0
         self.foreign = 0
+        self.restored = False
+        """Whether a resumed run's stored results were read back."""
         if progress is not None:
             progress.start(len(expected))
 
@@ -320,6 +375,7 @@ class _Collector:
 
     def restore(self, handle: RunHandle) -> None:
         """Count what a resumed run already stored (cancelled results do not count)."""
+        self.restored = True
         completed = handle.completed_keys()
         for result in handle.latest_results(strict=False):
             if result.key in completed and result.key in self.expected:
@@ -400,12 +456,7 @@ def _open_run(
     """The run handle to append to, and whether this call created it (and finishes it)."""
     if run_store is None:
         return None, False
-    if isinstance(run_store, RunHandle):
-        if not run_store.writable:
-            raise ConfigurationError(
-                f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
-                "RunStore.create(...) to append to it",
-            )
+    if isinstance(run_store, RunHandle):  # checked writable by `run_distributed`
         return run_store, False
     if fingerprint is None:
         fingerprint = Fingerprint.build(
@@ -426,17 +477,11 @@ def _expired(clock: Clock, deadline: float | None) -> bool:
     return deadline is not None and clock.monotonic() >= deadline
 
 
-def _log_outage(backoff: Backoff, action: str) -> None:
-    # The traceback once per outage; then one line per attempt.
-    _log.warning(
-        "Redis unreachable while %s (attempt %d); retrying in %.2gs",
-        action, backoff.failures + 1, backoff.next_delay(), exc_info=backoff.failures == 0,
-    )  # fmt: skip
-
-
 def _quietly(call: Any, action: str) -> None:
     try:
         call()
+    except MailboxConnectionError as exc:
+        BACKEND_OUTAGE.failed(action, exc)
     except MailboxError as exc:
         # An unacknowledged result is delivered again and dropped as a duplicate.
         _log.warning("failed %s: %s", action, exc)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from weakincentives.clock import Clock
-from weakincentives.errors import ConfigurationError
+from weakincentives.errors import ConfigurationError, MailboxConnectionError
 
 try:
     import redis
@@ -34,7 +34,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environm
         name="redis",
     ) from exc
 
-__all__ = ["Backoff", "describe", "redis_client"]
+__all__ = ["Backoff", "check_reachable", "describe", "redis_client"]
 
 _MIN_SOCKET_TIMEOUT = 2.0
 """`RedisMailbox` long polls block on the server for up to one second per call."""
@@ -133,3 +133,18 @@ def describe(client: Any) -> str:
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def check_reachable(connection: Any) -> None:
+    """Raise `MailboxConnectionError` (and close `connection`) when Redis does not answer.
+
+    The client's own retries (a few seconds) come first, so a blip passes.
+    """
+    try:
+        connection.ping()
+    except redis.RedisError as exc:
+        connection.close()
+        raise MailboxConnectionError(
+            f"cannot reach Redis at {describe(connection)}: {exc}; check the URL and that "
+            "the server runs"
+        ) from exc

@@ -171,18 +171,39 @@ def resolve_worker_spec(obj: object, context: WorkerContext) -> WorkerSpec:
         ]
     except (TypeError, ValueError):  # a builtin without a signature: try without args
         required = []
-    if len(required) > 1:
+    name = getattr(obj, "__qualname__", repr(obj))
+    if len(required) > 1 or (required and not _takes_context(required[0])):
+        listed = ", ".join(p.name for p in required)
+        count = f"{len(required)} argument{'s' if len(required) > 1 else ''}"
         raise ConfigurationError(
-            f"worker factory {obj!r} takes {len(required)} arguments; it must take none or "
-            "one (the WorkerContext)",
+            f"worker target {name} takes {count} ({listed}), so it is not a worker factory: "
+            "a factory takes no "
+            "argument or one WorkerContext and returns a WorkerSpec; to serve a task "
+            "function, write `def worker() -> WorkerSpec: return WorkerSpec("
+            f"loop=FunctionLoop({name}), evaluator=exact_match)` and name that",
         )
-    spec = obj(context) if required else obj()
+    try:
+        spec = obj(context) if required else obj()
+    except Exception as exc:
+        raise ConfigurationError(
+            f"worker factory {name} raised {type(exc).__name__}: {exc}",
+        ) from exc
     if not isinstance(spec, WorkerSpec):
         raise ConfigurationError(
-            f"worker factory {obj!r} returned a {type(spec).__name__}, not a WorkerSpec; "
+            f"worker factory {name} returned a {type(spec).__name__}, not a WorkerSpec; "
             "return WorkerSpec(loop=..., evaluator=..., input_type=..., expected_type=...)",
         )
     return spec
+
+
+def _takes_context(parameter: inspect.Parameter) -> bool:
+    """Whether a factory's one parameter can be the `WorkerContext` (by its annotation)."""
+    annotation = parameter.annotation
+    if annotation is parameter.empty:
+        return True  # unannotated: take the factory at its word
+    if isinstance(annotation, str):  # `from __future__ import annotations`
+        return annotation.rsplit(".", 1)[-1] in {"WorkerContext", "Any", "object"}
+    return annotation in (WorkerContext, Any, object)
 
 
 class DistributedWorker:

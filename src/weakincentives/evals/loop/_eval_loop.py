@@ -7,6 +7,8 @@ request id, so `collect_results` counts each request once: the *report* is exact
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,31 +16,33 @@ from pathlib import Path
 from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError, MessageDecodeError
+from weakincentives.errors import ConfigurationError, MailboxResolutionError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
 from weakincentives.runtime.agent_worker import (
     TRANSIENT_ERRORS,
     reply_target,
-    should_retry,
     with_decode_errors_dead_lettered,
 )
 from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundle_recorder
-from weakincentives.runtime.dlq import DLQPolicy, RetryPolicy
+from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
+from weakincentives.runtime.threads import call_abandonable
 from weakincentives.runtime.worker import MailboxWorker
 
 from .._records import DEFAULT_VALUE_LIMIT, EvalRequest, EvalResult, RecordInputs, Score
 from ..runner import (
     AsyncFunctionExecutor,
     SampleOutcome,
+    error_result,
     execute_function,
     execute_sample,
     prepare_scorer,
     record_outcome,
     with_bundle,
 )
+from ._requests import DEFAULT_REQUEST_TYPE, dead_letter_result, decode_request
 
 __all__ = ["TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"]
 
@@ -56,7 +60,9 @@ class EvalLoopConfig:
     debug_bundle: DebugBundleConfig | None = None
     """Full debug bundle configuration (wins over `debug_bundle_dir`)."""
     timeout: float | None = None
-    """Per-sample deadline in seconds (recorded as an error of kind `timeout`)."""
+    """Per-sample deadline in seconds (recorded as an error of kind `timeout`). A sync
+    agent that does not honour it is given up on then: its thread is abandoned (it does
+    not keep the process alive) and the slot takes the next message."""
     budget: Budget | None = None
     """Token budget per sample (recorded as an error of kind `budget`)."""
     record_transcript: bool = True
@@ -95,10 +101,15 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     session-aware evaluator also gets the session), replies the result to the message's
     `reply_to` (or to `results` when the message has none) and acknowledges. Every
     outcome is a result: an agent that raised, no output, an evaluator or judge that
-    raised, a timeout, a budget overrun, each with its `error_kind`. Transient agent
-    failures (`EvalLoopConfig.transient_errors`) are retried while the retry and
-    dead-letter policies allow; the last allowed delivery sends the error result. A body
-    that is not an `EvalRequest` is dead-lettered at once.
+    raised, a timeout, a budget overrun, each with its `error_kind`, sent at once.
+    Infrastructure failures that outlived the adapter's own retries
+    (`EvalLoopConfig.transient_errors`: connection refused, provider 5xx, 429, timeouts)
+    are retried through the mailbox with backoff instead, and dead-lettered once the
+    retry or dead-letter policy gives up; every message given up on (that one, or a body
+    that cannot be decoded, dead-lettered at once) is answered with an error result of
+    kind `dead_letter` saying why (`on_dead_letter`), so no request goes unanswered. A
+    body that arrives as a dict (a mailbox made without `body_type=`) is decoded as
+    `request_type`.
 
     A `FunctionLoop` around an `async def` runs its samples as tasks on one event loop
     (see `MailboxWorker.handles_async`) instead of a thread each: the way to run hundreds
@@ -117,6 +128,8 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         retry: Retry limit and backoff between deliveries.
         clock: Clock for latencies, deadlines and heartbeats.
         name: Name in logs and health reports.
+        request_type: What dict bodies are decoded as (default `EvalRequest[Any, Any]`:
+            inputs and expected values stay plain JSON values).
     """
 
     def __init__(
@@ -132,6 +145,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         retry: RetryPolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
         name: str | None = None,
+        request_type: Any = DEFAULT_REQUEST_TYPE,
     ) -> None:
         self.config = config or EvalLoopConfig()
         self._retry_policy = retry or RetryPolicy()
@@ -149,15 +163,17 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         if isinstance(loop, FunctionLoop) and loop.is_async:
             self._async_executor = AsyncFunctionExecutor(loop, self._scorer)
         self.results = results
+        self.request_type = request_type
+        """What dict bodies are decoded as."""
         self._eval_clock = clock
 
     def handle(
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
     ) -> None:
         """Evaluate one request and reply with its result (see the class docstring)."""
-        request = _request_of(message)
+        request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)  # before the run: it may not resolve
-        outcome = self.evaluate(request, heartbeat=heartbeat, delivery_count=message.delivery_count)
+        outcome = self._evaluate_in_time(request, heartbeat, message.delivery_count)
         self._reply(message, request, outcome, target)
 
     @property
@@ -169,7 +185,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
     ) -> None:
         """`handle` for an async `FunctionLoop`: awaited on the loop's event loop."""
-        request = _request_of(message)
+        request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)
         outcome = await self.evaluate_async(request, delivery_count=message.delivery_count)
         self._reply(message, request, outcome, target)
@@ -261,6 +277,33 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             record_outcome(rec, outcome)
         return with_bundle(outcome, rec)
 
+    def _evaluate_in_time(
+        self, request: EvalRequest[Any, Any], heartbeat: WorkerHeartbeat, delivery_count: int
+    ) -> SampleOutcome:
+        """`evaluate`, given up on after the per-sample timeout even when the agent hangs.
+
+        The agent gets a `Deadline` it may honour; one that does not (a sync call that
+        never returns) is left running in a thread that does not keep the worker
+        process alive, and the request is answered with an error of kind `timeout`,
+        so the slot and the message are free again.
+        """
+        timeout = self.config.timeout
+        call = functools.partial(
+            self.evaluate, request, heartbeat=heartbeat, delivery_count=delivery_count
+        )
+        if timeout is None:
+            return call()
+        start = self._eval_clock.monotonic()
+        try:
+            return call_abandonable(call, timeout)
+        except TimeoutError:
+            latency = (self._eval_clock.monotonic() - start) * 1000.0
+            message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
+            _log.warning("%s: request %s: %s", self.name, request.request_id, message)
+            result = error_result(request, message, "timeout", latency)
+            return SampleOutcome(dataclasses.replace(result, delivery_count=delivery_count),
+                                 None, None)  # fmt: skip
+
     def _recorder(self, bundles: DebugBundleConfig, request: EvalRequest[Any, Any]) -> BundleWriter:
         return bundle_recorder(
             bundles, request_id=str(request.request_id), kind="eval",
@@ -269,26 +312,47 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         )  # fmt: skip
 
     def _raise_if_retrying(self, outcome: SampleOutcome, delivery_count: int) -> None:
-        """Re-raise a transient agent failure while another delivery is allowed.
+        """Re-raise a transient agent failure: the worker's policies decide what follows.
 
-        The error is raised as itself, so the worker decides with the same policies
-        (`should_retry` asks them first): it is never dead-lettered unanswered.
+        An infrastructure failure that outlived the adapter's own retries
+        (`EvalLoopConfig.transient_errors`) is raised as itself, so the worker retries it
+        with backoff and, once the retry or dead-letter policy gives up, dead-letters it;
+        `on_dead_letter` then answers with an error result, so nothing is lost. Any
+        other failure is the answer, recorded at once.
         """
         exc = outcome.exception
         if outcome.failed_stage != "agent" or not isinstance(exc, Exception):
             return
-        if should_retry(
-            exc, delivery_count, transient=self.config.transient_errors,
-            retry=self._retry_policy, dlq=self._dlq_policy,
-        ):  # fmt: skip
+        if isinstance(exc, self.config.transient_errors):
             raise exc
 
+    def on_dead_letter(
+        self, message: Message[EvalRequest[Any, Any], EvalResult], letter: DeadLetter[Any]
+    ) -> None:
+        """Answer a request the worker gave up on with an error result (kind `dead_letter`).
 
-def _request_of(message: Message[EvalRequest[Any, Any], EvalResult]) -> EvalRequest[Any, Any]:
-    request = message.body
-    if not isinstance(request, EvalRequest):
-        raise MessageDecodeError(
-            f"expected an EvalRequest, got {type(request).__name__}; "
-            "send EvalRequest(sample=..., experiment=...) bodies",
-        )
-    return request
+        It goes to the request's `reply_to` (or `results`), so the sender's report
+        counts it; a body that names no sample cannot be answered (logged).
+
+        Raises:
+            MailboxError: The answer could not be sent (the message is kept for later).
+        """
+        result = dead_letter_result(message, letter)
+        if result is None:
+            _log.warning(
+                "%s: message %s names no sample; it is dead-lettered unanswered",
+                self.name, message.id,
+            )  # fmt: skip
+            return
+        try:
+            target = reply_target(message, self.results)
+        except MailboxResolutionError as exc:
+            _log.warning("%s: cannot answer message %s: %s", self.name, message.id, exc)
+            return
+        if target is None:
+            _log.warning(
+                "%s: request %s has no reply_to and the loop has no results mailbox; its "
+                "dead-letter result is dropped", self.name, result.request_id,
+            )  # fmt: skip
+            return
+        target.send(result)

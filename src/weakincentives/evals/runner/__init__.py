@@ -34,6 +34,7 @@ from ._evaluate import (
     evaluate,
     run_eval,
 )
+from ._fail_fast import DEFAULT_FAIL_FAST
 from ._progress import (
     CallbackProgress,
     NullProgress,
@@ -45,11 +46,13 @@ from ._sample import (
     execute_function,
     execute_sample,
 )
+from ._scheduler import error_result
 from ._target import (
     prepare_scorer,
 )
 
 __all__ = [
+    "DEFAULT_FAIL_FAST",
     "AsyncFunctionExecutor",
     "BundleOptions",
     "BundleScope",
@@ -65,6 +68,7 @@ __all__ = [
     "as_progress",
     "check_environment",
     "create_environment",
+    "error_result",
     "evaluate",
     "execute_function",
     "execute_sample",

@@ -24,7 +24,7 @@ from weakincentives.runtime.limits import Deadline
 
 from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import is_inline_evaluator, is_session_aware, is_trajectory_scorer
-from ._sample import SampleOutcome, score_finished, score_output
+from ._sample import SAMPLE_FAILURES, SampleOutcome, score_finished, score_output
 
 if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
@@ -82,7 +82,7 @@ class AsyncFunctionExecutor:
         plain = self._plain and on_prepared is None
         deadline = Deadline.after(timeout, clock=clock) if timeout else None
         start = clock.monotonic()
-        run: tuple[PromptResponse[Any], Session] | Exception
+        run: tuple[PromptResponse[Any], Session] | BaseException
         output: Any = None
         prepared: list[Session] = []  # the run's session, kept for a failure's evidence
 
@@ -109,7 +109,7 @@ class AsyncFunctionExecutor:
                 )
             if deadline is not None:  # as the sync path: a late answer on the run's clock
                 deadline.check(f"function {loop.name}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             run = exc
             plain = False
         latency = (clock.monotonic() - start) * 1000.0

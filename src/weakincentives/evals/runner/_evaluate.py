@@ -44,9 +44,19 @@ after an interruption, pass its hash up front (`dataset_sha256=dataset_sha256(pa
 **Timeouts.** `timeout` bounds each sample (agent and scoring): the agent gets a
 `Deadline` it may honour, and `anyio.move_on_after` stops waiting for it when it does not
 (a worker thread is abandoned; an async target is cancelled). Either way the result is an
-error of kind `timeout`, without environment state. Python cannot kill a thread: under
-asyncio, an agent that never returns keeps its (non-daemon) worker thread, and so the
-process, alive after the run; give agents their own I/O timeouts.
+error of kind `timeout`, without environment state. Python cannot kill a thread: a
+sync agent that never returns keeps running in its thread, abandoned. With a timeout,
+sync samples run on threads the interpreter does not wait for at exit
+(`runtime.run_abandonable`), so the run ends and the process exits; the abandoned thread
+holds whatever it holds (a socket, a lock) until then. Give agents their own I/O
+timeouts too: an abandoned thread still uses a core while it spins.
+
+**Failures.** A sample's failure is its result (see `ErrorKind`), including a
+`sys.exit()` or `KeyboardInterrupt` raised by the agent or the evaluator. A run whose
+first `fail_fast` results are all errors of the same kind and message stops early
+(the configuration is broken: the model server is down, the key is wrong), and so does
+one that reaches `max_errors` errors; the report says why in `config["stopped"]`, the
+stored run is `interrupted`, and `resume=` continues it.
 """
 
 from __future__ import annotations
@@ -68,9 +78,10 @@ from weakincentives.runtime.limits import Budget
 from .._records import DEFAULT_VALUE_LIMIT, EvalResult, RecordInputs, Score
 from ..report import EvalReport
 from ..scoring import evaluator_name
-from ..store import Fingerprint, RunProvenance, RunStore, git_commit, new_run_id
+from ..store import Fingerprint, RunProvenance, RunStore, code_directory, git_commit, new_run_id
 from ._bundles import BundleOptions, BundleScope
 from ._environment import EnvironmentFactory
+from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
 from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
 from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
@@ -106,6 +117,8 @@ async def evaluate(
     record_inputs: bool = True,
     value_limit: int = DEFAULT_VALUE_LIMIT,
     bundles: BundleScope | None = None,
+    fail_fast: int = DEFAULT_FAIL_FAST,
+    max_errors: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -150,6 +163,9 @@ async def evaluate(
         bundles: Write a debug bundle per sample into the run's `bundles/` directory:
             `"all"`, or `"failed"` for the samples that did not pass (needs `store`;
             sync targets and `AgentLoop`s).
+        fail_fast: Stop early when the first `fail_fast` results are all errors of the
+            same kind and message (a broken configuration); 0: never.
+        max_errors: Stop early once this many results are errors (None: no limit).
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -183,11 +199,12 @@ async def evaluate(
         )
         before = response_cache.stats if response_cache is not None else None
         run = LocalRun(
-            settings, source, runner, environment_factory, as_progress(progress), clock, inputs
-        )
+            settings, source, runner, environment_factory, as_progress(progress), clock,
+            inputs, FailFast(fail_fast, max_errors),
+        )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
-            commit = git_commit()
+            commit = git_commit(code_directory(target))  # the checkout of the code
             provenance = RunProvenance.collect(
                 target=target, evaluator=evaluator, dataset_sha256=source.sha256,
                 dataset_path=None if dataset_path is None else str(dataset_path),
@@ -235,6 +252,8 @@ class EvaluateOptions(TypedDict, total=False):
     record_inputs: bool
     value_limit: int
     bundles: BundleScope | None
+    fail_fast: int
+    max_errors: int | None
     clock: Clock
 
 

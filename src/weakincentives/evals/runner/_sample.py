@@ -2,7 +2,10 @@
 
 `EvalLoop` (mailbox-driven) and `evaluate()` (local runner) both call `execute_sample`, so a
 sample is executed, scored and recorded the same way wherever it runs. Failures are data:
-each stage's exception becomes an `EvalResult` with an `error_kind`.
+each stage's exception becomes an `EvalResult` with an `error_kind`. That includes a
+`SystemExit` (`sys.exit()`) or `KeyboardInterrupt` raised by the agent or the evaluator
+(`SAMPLE_FAILURES`): in a worker thread neither is a request to stop the run (a real
+Ctrl-C reaches the main thread only), so each ends its sample, not the run.
 """
 
 from __future__ import annotations
@@ -49,12 +52,18 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_USAGE",
     "RECORD_INPUTS",
+    "SAMPLE_FAILURES",
     "SampleOutcome",
+    "describe_failure",
     "execute_function",
     "execute_sample",
     "score_finished",
     "score_output",
 ]
+
+
+SAMPLE_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt)
+"""What the code under test may raise and still end only its own sample (see the module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,7 @@ def execute_sample(
     sample = request.sample
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
     start = clock.monotonic()
-    run: tuple[PromptResponse[Any], Session] | Exception
+    run: tuple[PromptResponse[Any], Session] | BaseException
     prepared: list[Session] = []  # the run's session, kept for a failure's evidence
 
     def keep(session: Session) -> None:
@@ -115,7 +124,7 @@ def execute_sample(
             heartbeat=heartbeat, on_prepared=keep,
         )  # fmt: skip
         run = (response, session)
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         run = exc
     latency = (clock.monotonic() - start) * 1000.0
     return score_finished(
@@ -163,7 +172,7 @@ def execute_function(
         output = loop.fn(sample.input)
         if deadline is not None:  # as FunctionLoop.execute: checked after the call
             deadline.check(f"function {loop.name}")
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         latency = (clock.monotonic() - start) * 1000.0
         return score_finished(exc, evaluator, request, latency_ms=latency,
                               delivery_count=delivery_count, inputs=inputs)  # fmt: skip
@@ -198,7 +207,7 @@ def score_output(
 
 
 def score_finished(
-    run: tuple[PromptResponse[Any], Session] | Exception,
+    run: tuple[PromptResponse[Any], Session] | BaseException,
     evaluator: Callable[..., Score],
     request: EvalRequest[Any, Any],
     *,
@@ -218,7 +227,7 @@ def score_finished(
     usage, and tell an output that did not parse (`output_parsing`) from other failures.
     """
     record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS)
-    if isinstance(run, Exception):
+    if isinstance(run, BaseException):
         extras, stage = _failure_extras(failed_session, record_transcript)
         kind = classify_error(run, stage)
         result = _error(record, kind, run, extras)
@@ -279,7 +288,7 @@ def _score(
             aware = not plain and is_session_aware(evaluator)
             view = session.view() if aware and session is not None else None
             score = call_evaluator(evaluator, aware, output, sample.expected, view)
-    except Exception as exc:
+    except SAMPLE_FAILURES as exc:
         kind = classify_error(exc, "evaluator")
         result = _error(record, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
@@ -326,7 +335,7 @@ def _error(
     extras: _Extras,
     output: Any = None,
 ) -> EvalResult:
-    message = f"{type(exc).__name__}: {exc}"
+    message = describe_failure(exc)
     score = Score(value=0.0, passed=False, reason=message)
     return _result(record, score, extras, _jsonable(output), message, kind)
 
@@ -357,6 +366,13 @@ def _structured(session: Session) -> bool:
     """Whether the run's (last) prompt asked for a structured output."""
     rendered = session[PromptRendered].latest()
     return rendered is not None and rendered.output_type is not None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """`Type: message` of what ended a sample (`sys.exit(code)` said as such)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the code under test called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _session_extras(

@@ -39,6 +39,7 @@ from ..dataset import Dataset, canonical_bytes
 from ..report import EvalReport
 from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
+from ._fail_fast import FailFast
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
 from ._target import SampleTarget
@@ -120,9 +121,11 @@ class LocalRun:
         progress: ProgressSink,
         clock: Clock,
         inputs: RecordInputs | None = None,
+        fail_fast: FailFast | None = None,
     ) -> None:
         self.settings = settings
         self.inputs = inputs or RecordInputs()
+        self.fail_fast = fail_fast or FailFast()
         self.source = source
         self.target = target
         self.environment_factory = environment_factory
@@ -195,7 +198,7 @@ class LocalRun:
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from None
                 raise
-            status = "complete"
+            status = "interrupted" if self.fail_fast.reason else "complete"
         finally:
             self._stopped = True  # worker threads left behind by a cancel take no more work
             self.progress.finish()
@@ -302,7 +305,7 @@ class LocalRun:
         call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
         work: Iterator[_Work],
     ) -> None:
-        handle, results = self.handle, self.results
+        handle, results, stop = self.handle, self.results, self.fail_fast.see
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
@@ -316,6 +319,8 @@ class LocalRun:
                     handle.append(result)  # thread-safe
                     result = slim(result)
                 results.append(result)
+                if stop(result):
+                    self._stopped = True  # the other slots stop after their current sample
         except BaseException as exc:  # the dataset or the store broke: end the run with it
             if self._failure is None:
                 self._failure = exc
@@ -324,8 +329,10 @@ class LocalRun:
     async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
         handle, results, advance = self.handle, self.results, self.progress.advance
         plain = self.settings.timeout is None and self.environment_factory is None
-        run, request = self.target.run, self._request
+        run, request, stop = self.target.run, self._request, self.fail_fast.see
         for item in work:
+            if self.fail_fast.reason is not None:
+                return  # stopping early: take no more work
             if plain:  # `_run_one` would add two coroutines per sample around this
                 result = (await run(request(item), None, limiter)).result
             else:
@@ -335,6 +342,7 @@ class LocalRun:
                 result = slim(result)
             results.append(result)
             advance(result)
+            stop(result)
 
     async def _run_one(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
@@ -386,7 +394,9 @@ class LocalRun:
         }
 
     def expected_count(self) -> int:
-        """Results the run should hold, now that the dataset was read to the end."""
+        """Results the run should hold: planned, or (a stream) per sample read so far."""
+        if self.planned is not None:  # also when a fail-fast stop left samples unread
+            return self.planned
         return self.source.count * len(self.settings.experiments) * self.settings.epochs
 
     def report(self, extra: Mapping[str, Any]) -> EvalReport:
@@ -405,6 +415,8 @@ class LocalRun:
             "resumed": self.resumed,
             "skipped": len(self.earlier),
         }
+        if self.fail_fast.reason is not None:
+            config["stopped"] = self.fail_fast.reason
         results = (*self.earlier.values(), *self.results)
         return EvalReport(
             results=results, expected_count=self.expected_count(), run_id=self.run_id,

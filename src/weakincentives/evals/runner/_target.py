@@ -50,6 +50,7 @@ from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
+from weakincentives.runtime.threads import run_abandonable
 
 from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import (
@@ -67,6 +68,7 @@ from ._bundles import BundleOptions, record_bundle
 from ._environment import Environment
 from ._sample import (
     RECORD_INPUTS,
+    SAMPLE_FAILURES,
     SampleOutcome,
     execute_function,
     execute_sample,
@@ -205,6 +207,8 @@ class _LoopTarget:
         limiter: anyio.CapacityLimiter,
     ) -> SampleOutcome:
         call = functools.partial(self._execute, request, env)
+        if self._options.timeout is not None:  # a stuck sample must not hold the process
+            return await run_abandonable(call, limiter)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
     def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
@@ -311,12 +315,12 @@ class _AsyncFunctionTarget:
             kwargs["session"] = session
         deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
         start = opts.clock.monotonic()
-        run: tuple[PromptResponse[Any], Session] | Exception
+        run: tuple[PromptResponse[Any], Session] | BaseException
         try:
             output = await self._fn(request.sample.input, **kwargs)
             if deadline is not None:  # like FunctionLoop: a deadline on the run's clock
                 deadline.check(f"function {self._identity}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             run = exc
         else:
             duration = (opts.clock.monotonic() - start) * 1000.0
@@ -346,7 +350,7 @@ class _AsyncFunctionTarget:
             output = await self._fn(request.sample.input)
             if deadline is not None:
                 deadline.check(f"function {self._identity}")
-        except Exception as exc:
+        except SAMPLE_FAILURES as exc:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,

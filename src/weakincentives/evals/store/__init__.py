@@ -18,6 +18,7 @@ from ._files import (
 from ._fingerprint import (
     ExperimentFingerprint,
     Fingerprint,
+    code_directory,
     diff_fingerprints,
     git_commit,
     qualified_name,
@@ -52,6 +53,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "adapters_of",
+    "code_directory",
     "diff_fingerprints",
     "git_commit",
     "git_dirty",

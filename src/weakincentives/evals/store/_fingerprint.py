@@ -3,7 +3,8 @@
 A fingerprint names the dataset (by content hash), the experiments (names, overrides tags,
 flags), the evaluators and the target (by qualified name), the models they run on (each
 adapter's provider, model, base URL and sampling parameters, from `describe()`), the
-package version, the git commit of the working directory and the number of epochs.
+package version, the git commit of the checkout that holds the target's code (of the
+working directory when the target has no source file) and the number of epochs.
 `RunStore.resume` compares the stored fingerprint with the current one and refuses,
 printing `diff_fingerprints`, when they differ: results computed under another
 configuration must not be mixed into a run.
@@ -12,11 +13,13 @@ configuration must not be mixed into a run.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import subprocess
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal
 
 from weakincentives import serde
@@ -25,6 +28,7 @@ from weakincentives.experiment import Experiment
 __all__ = [
     "ExperimentFingerprint",
     "Fingerprint",
+    "code_directory",
     "diff_fingerprints",
     "git_commit",
     "qualified_name",
@@ -100,6 +104,7 @@ class Fingerprint:
         models: Mapping[str, Any] | None = None,
         package_version: str | None = None,
         git_commit: str | Literal["auto"] | None = "auto",
+        code_of: object = None,
     ) -> Fingerprint:
         """Fingerprint a run configuration.
 
@@ -112,7 +117,12 @@ class Fingerprint:
             extra: More values that must match on resume; stored in JSON form.
             models: The models' behaviour by role (`RunProvenance.models()`).
             package_version: Defaults to `weakincentives.__version__`.
-            git_commit: `"auto"` runs `git rev-parse HEAD` once per process; None for none.
+            git_commit: `"auto"` runs `git rev-parse HEAD` (once per directory and process)
+                in the directory of the file that defines `code_of` (default: `target`),
+                or in the working directory when it has none (a name, a builtin), so a
+                run resumed from another directory keeps its commit; None for none.
+            code_of: The object whose checkout's commit `"auto"` records (when `target`
+                is only a name).
         """
         if package_version is None:
             package_version = _package_version()
@@ -122,7 +132,11 @@ class Fingerprint:
             evaluators=tuple(qualified_name(e) for e in evaluators),
             target=qualified_name(target),
             package_version=package_version,
-            git_commit=_git_commit() if git_commit == "auto" else git_commit,
+            git_commit=(
+                _git_commit(code_directory(target if code_of is None else code_of))
+                if git_commit == "auto"
+                else git_commit
+            ),
             epochs=epochs,
             extra=serde.dump(dict(extra or {})),
             models=serde.dump(dict(models or {})),
@@ -152,13 +166,33 @@ def qualified_name(obj: object) -> str:
     return f"{module}.{qualname}" if module else qualname
 
 
-def git_commit() -> str | None:
-    """`git rev-parse HEAD` in the current directory, run once per process (None on failure)."""
-    return _git_commit()
+def git_commit(directory: str | None = None) -> str | None:
+    """`git rev-parse HEAD` in `directory` (default: the current one), once per process.
+
+    Returns None when git is missing or the directory is not in a checkout.
+    """
+    return _git_commit(directory)
+
+
+def code_directory(obj: object) -> str | None:
+    """The directory of the source file defining `obj` (or its class), if it has one."""
+    if isinstance(obj, str) or obj is None:
+        return None
+    obj = getattr(obj, "fn", obj)  # a FunctionLoop: the function it wraps
+    if isinstance(obj, functools.partial):
+        obj = obj.func
+    for candidate in (obj, type(obj)):
+        try:
+            path = inspect.getsourcefile(candidate)  # type: ignore[arg-type]
+        except TypeError:  # a builtin, or an instance
+            continue
+        if path:
+            return str(Path(path).resolve().parent)
+    return None
 
 
 @functools.cache
-def _git_commit() -> str | None:
+def _git_commit(directory: str | None = None) -> str | None:
     try:
         proc = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -166,6 +200,7 @@ def _git_commit() -> str | None:
             text=True,
             timeout=10,
             check=False,
+            cwd=directory,
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -1,0 +1,227 @@
+"""`wink eval report|compare`: read a run's report, compare two experiments or runs.
+
+Both exit 2 when a run cannot be read or an option names something the run does not
+hold (an experiment, a `--slice` key no result has).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from weakincentives.errors import ConfigurationError, WinkError
+from weakincentives.evals import EvalReport, RunStore
+
+from ._console import fail
+from ._provenance import provenance_lines, run_provenance
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = ["compare_command", "report_command"]
+
+
+def _fail(error: object) -> NoReturn:
+    fail(error)
+
+
+def _raise_config(message: str) -> NoReturn:
+    """Raise a `ConfigurationError` (a helper that type checkers see never returns)."""
+    raise ConfigurationError(message)
+
+
+def _first_experiment(loaded: EvalReport) -> str | None:
+    """The run's first experiment as configured (results arrive in any order), if known."""
+    fingerprint = loaded.config.get("fingerprint")
+    experiments = fingerprint.get("experiments") if isinstance(fingerprint, dict) else None
+    names = loaded.experiment_names
+    for entry in experiments if isinstance(experiments, list) else ():
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if name in names:
+            return str(name)
+    return names[0] if names else None
+
+
+def _load(run: str, runs_dir: Path) -> EvalReport:
+    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
+    try:
+        path = Path(run)
+        if not path.exists():
+            path = RunStore(runs_dir).open(run).path
+        return EvalReport.load(path)
+    except (WinkError, ValueError, OSError) as exc:
+        _fail(exc)
+
+
+RunArg = Annotated[
+    str,
+    typer.Argument(metavar="RUN", help="Run id (under --runs-dir), run directory or report file."),
+]
+RunsDirOption = Annotated[Path, typer.Option(help="Directory of run directories.")]
+
+
+def report_command(
+    run: RunArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    html: Annotated[Path | None, typer.Option(help="Also write an HTML report here.")] = None,
+    slice_key: Annotated[
+        str | None, typer.Option("--slice", help="Metadata key to break results down by.")
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="Experiment to compare against (default: the run's first).")
+    ] = None,
+    runs_dir: RunsDirOption = Path("runs"),
+) -> None:
+    """Print the report of a run (rates with intervals, comparisons, slices)."""
+    from rich.console import Console
+
+    loaded = _load(run, runs_dir)
+    provenance = run_provenance(run, runs_dir)
+    if slice_key is not None:
+        _check_slice_key(loaded, slice_key)
+    if baseline is None and len(loaded.experiment_names) > 1:
+        baseline = _first_experiment(loaded)
+    try:
+        if html is not None:
+            from weakincentives.debug import write_html_report
+
+            write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
+        if as_json:
+            data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
+            if slice_key is not None:
+                data["slices"] = _slices_json(loaded, slice_key)
+            typer.echo(json.dumps(data, indent=2))
+        else:
+            console = Console()
+            for line in provenance_lines(provenance) if provenance else ():
+                console.print(line, highlight=False, markup=False)
+            loaded.render(console, baseline=baseline)
+            if slice_key is not None:
+                console.print(_slice_table(loaded, slice_key))
+    except (WinkError, ValueError, OSError) as exc:
+        _fail(exc)
+    if html is not None:
+        Console(stderr=True).print(f"HTML report written to {html}", highlight=False)
+
+
+def _check_slice_key(loaded: EvalReport, key: str) -> None:
+    """Fail when no result has `key` in its metadata (the table would be one "None" row)."""
+    keys = {name for result in loaded.results for name in result.metadata}
+    if key not in keys:
+        listed = ", ".join(sorted(keys)) or "none (the samples have no metadata)"
+        _fail(f"--slice {key}: no result has that metadata key; the run's keys: {listed}")
+
+
+def _slices_json(loaded: EvalReport, key: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in loaded.experiment_names:
+        for value, s in loaded.experiment(name).slice_by(key).items():
+            out.setdefault(str(value), {})[name] = {
+                "n": s.n, "passed": s.passed, "errors": s.errors, "pass_rate": s.pass_rate,
+                "pass_rate_ci": [s.pass_rate_low, s.pass_rate_high], "mean_score": s.mean,
+            }  # fmt: skip
+    return out
+
+
+def _slice_table(loaded: EvalReport, key: str) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"Pass rate by {key}")
+    table.add_column(key)
+    names = loaded.experiment_names
+    for name in names:
+        table.add_column(name, justify="right")
+    rows = _slices_json(loaded, key)
+    for value, cells in rows.items():
+        texts = []
+        for name in names:
+            cell = cells.get(name)
+            if cell is None:
+                texts.append("-")
+                continue
+            low, high = cell["pass_rate_ci"]
+            texts.append(f"{cell['pass_rate']:.1%} [{low:.0%}, {high:.0%}] n={cell['n']}")
+        table.add_row(value, *texts)
+    return table
+
+
+def compare_command(
+    run_a: RunArg,
+    run_b: Annotated[
+        str | None,
+        typer.Argument(metavar="RUN_B", help="A second run to compare RUN with."),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="Baseline experiment (in RUN_A).", show_default=False)
+    ] = None,
+    treatment: Annotated[
+        str | None,
+        typer.Option(help="Treatment experiment (in RUN_B, else RUN_A).", show_default=False),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    runs_dir: RunsDirOption = Path("runs"),
+) -> None:
+    """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
+    first = _load(run_a, runs_dir)
+    try:
+        if run_b is None:
+            merged, base = _within(first, baseline, treatment)
+        else:
+            merged, base = _across(first, _load(run_b, runs_dir), baseline, treatment)
+        if as_json:
+            typer.echo(json.dumps(merged.to_dict(baseline=base), indent=2))
+        else:
+            from rich.console import Console
+
+            merged.render(Console(), baseline=base)
+    except (WinkError, ValueError) as exc:
+        _fail(exc)
+
+
+def _within(
+    loaded: EvalReport, baseline: str | None, treatment: str | None
+) -> tuple[EvalReport, str]:
+    names = loaded.experiment_names
+    if len(names) < 2:
+        _raise_config(
+            f"run {loaded.run_id} has one experiment ({', '.join(names) or 'none'}); "
+            "pass a second run to compare with: wink eval compare RUN_A RUN_B"
+        )
+    base = baseline or _first_experiment(loaded) or names[0]
+    for name in (base, treatment):
+        if name is not None:
+            loaded.experiment(name)  # raises, listing the experiments, when absent
+    keep = {base, treatment} if treatment else set(names)
+    return loaded.filter(lambda r: r.experiment_name in keep), base
+
+
+def _across(
+    a: EvalReport, b: EvalReport, baseline: str | None, treatment: str | None
+) -> tuple[EvalReport, str]:
+    base = _single(a, baseline, "--baseline")
+    treat = _single(b, treatment, "--treatment")
+    label_a, label_b = f"{a.run_id or 'A'}/{base}", f"{b.run_id or 'B'}/{treat}"
+    if label_a == label_b:
+        label_a, label_b = f"A/{base}", f"B/{treat}"
+    results = [
+        *(dataclasses.replace(r, experiment_name=label_a) for r in a.experiment(base).results),
+        *(dataclasses.replace(r, experiment_name=label_b) for r in b.experiment(treat).results),
+    ]
+    return EvalReport(results=tuple(results)), label_a
+
+
+def _single(loaded: EvalReport, chosen: str | None, flag: str) -> str:
+    names = loaded.experiment_names
+    if chosen is not None:
+        loaded.experiment(chosen)  # raises, listing the experiments, when absent
+        return chosen
+    if len(names) != 1:
+        _raise_config(
+            f"run {loaded.run_id} has experiments {', '.join(names) or 'none'}; "
+            f"pick one with {flag} NAME"
+        )
+    return names[0]
