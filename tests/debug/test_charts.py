@@ -91,7 +91,7 @@ def test_bar_chart_marks_carry_their_numbers_and_escape_labels() -> None:
 
 @pytest.mark.parametrize(
     ("value", "kind", "text"),
-    [(0.1234, "pct", "12.3%"), (-0.0001, "pp", "+0.0 pp"), (0.05, "pp", "+5.0 pp"),
+    [(0.1234, "pct", "12.3%"), (-0.0001, "pp", "+0.0 pts"), (0.05, "pp", "+5.0 pts"),
      (1234.0, "count", "1,234"), (5.0, "ms", "5.0 ms"), (math.nan, "num", "n/a")],
 )  # fmt: skip
 def test_values_print_as_the_tables_print_them(value: float, kind: Any, text: str) -> None:

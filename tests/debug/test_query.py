@@ -29,6 +29,7 @@ from weakincentives.debug._readonly import readonly_copy, run_statement, tables_
 from weakincentives.debug._run_tables import RUN_TABLES, RunTables
 from weakincentives.errors import QueryError
 from weakincentives.evals import (
+    EvalReport,
     EvalResult,
     Fingerprint,
     Metric,
@@ -764,3 +765,34 @@ def test_the_authorizer_alone_stops_file_access(tmp_path: Path, template: str) -
     with pytest.raises(sqlite3.DatabaseError, match=r"not authorized|authorization denied"):
         conn.execute(template.format(path=target))  # bypasses the keyword check
     assert not target.exists()
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_pass_rate_interval_functions_give_the_report_s_interval(
+    tmp_path: Path, epochs: int
+) -> None:
+    results = [
+        make_result(f"s{i}", experiment, passed=(i * 7 + epoch + len(experiment)) % 3 != 0,
+                    epoch=epoch)
+        for experiment in ("baseline", "v2")
+        for i in range(8)
+        for epoch in range(epochs)
+    ]  # fmt: skip
+    target = write_run(tmp_path, "run-1", results)
+    rows = run_sql(
+        target,
+        "SELECT experiment, pass_rate_low(passed, sample_id) AS low, "
+        "pass_rate_high(passed, sample_id) AS high FROM results GROUP BY experiment",
+    )
+    report = EvalReport(results=tuple(results))
+    for row in rows:
+        summary = report.experiment(row["experiment"]).summarize()
+        assert (row["low"], row["high"]) == (summary.pass_rate_low, summary.pass_rate_high)
+        assert (summary.n_clusters is not None) is (epochs > 1)
+
+
+def test_pass_rate_interval_of_one_clustered_sample_is_null(tmp_path: Path) -> None:
+    results = [make_result("s0", epoch=epoch) for epoch in range(3)]
+    target = write_run(tmp_path, "run-1", results)
+    rows = run_sql(target, "SELECT pass_rate_low(passed, sample_id) AS low FROM results")
+    assert rows == [{"low": None}]

@@ -79,6 +79,20 @@ def test_runs_lists_every_run_with_counts(client: TestClient, runs: DemoRuns) ->
     assert listed["run-a"]["experiment_names"] == ["baseline", "concise"]
 
 
+def test_runs_list_shows_a_pass_rate_per_experiment_never_pooled(
+    client: TestClient, runs: DemoRuns
+) -> None:
+    listed = {run["run_id"]: run for run in get(client, "/api/runs")["runs"]}
+    for run_id, run in listed.items():
+        oracle = runs.results[run_id]
+        names = list(dict.fromkeys(r.experiment_name for r in oracle))
+        assert [e["experiment"] for e in run["pass_rates"]] == names
+        for entry in run["pass_rates"]:
+            mine = [r for r in oracle if r.experiment_name == entry["experiment"]]
+            assert (entry["n"], entry["passed"]) == (len(mine), sum(r.passed for r in mine))
+            assert entry["pass_rate"] == summarize(mine).pass_rate
+
+
 def test_run_statistics_match_summarize(client: TestClient, runs: DemoRuns) -> None:
     run = get(client, "/api/runs/run-a")
     assert [e["name"] for e in run["experiments"]] == ["baseline", "concise"]

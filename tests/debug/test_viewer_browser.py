@@ -109,6 +109,8 @@ def expect(locator: Any) -> Any:
 
 def open_run(page: Any, url: str) -> None:
     page.goto(url)
+    # The runs list shows each experiment's pass rate, never one pooled over experiments.
+    expect(page.locator('tr[data-run="run-a"] td.rates div')).to_have_count(2)
     page.locator("a.run-link", has_text="run-a").click()
     expect(page.locator("#result-count")).to_have_text(f"1{DASH}40 of 40")
 
@@ -164,6 +166,9 @@ def test_the_ab_page_shows_the_flipped_samples(page: Any, url: str, runs: DemoRu
     assert set(page.locator("#regressions tbody tr").evaluate_all(samples)) == regressed
     assert set(page.locator("#improvements tbody tr").evaluate_all(samples)) == improved
     expect(page.locator("#stats")).to_contain_text(re.compile(r"McNemar (exact|chi²), discordant"))
+    # Differences in percentage points, as the terminal report prints them (not "%" or "pp").
+    expect(page.locator("#stats")).to_contain_text(re.compile(r"Paired delta[+-]\d+\.\d pts"))
+    expect(page.locator("#stats")).not_to_contain_text(" pp")
     # Follow a regression to the treatment's result.
     first = sorted(regressed)[0]
     page.locator(f'#regressions tr[data-sample="{first}"] td:nth-child(4) a').click()

@@ -19,6 +19,7 @@ from weakincentives.debug import ResultFilter, ViewerData
 from weakincentives.debug import _viewer_views as viewer_views
 from weakincentives.debug._viewer_data import SideSpec
 from weakincentives.evals import (
+    EvalReport,
     EvalResult,
     ExperimentComparison,
     Fingerprint,
@@ -89,7 +90,8 @@ def _expected(
 
     def side(info: dict[str, Any], rate: Any) -> dict[str, Any]:
         return {**info, "n": rate.n, "passed": rate.successes, "pass_rate": rate.rate,
-                "pass_rate_ci": [rate.low, rate.high]}  # fmt: skip
+                "pass_rate_ci": [rate.low, rate.high], "pass_rate_method": rate.method,
+                "n_clusters": rate.n_clusters}  # fmt: skip
 
     def flips(items: tuple[FlippedSample, ...]) -> list[dict[str, Any]]:
         return [
@@ -104,14 +106,21 @@ def _expected(
         "delta_ci": [c.delta_ci.low, c.delta_ci.high],
         "bootstrap_ci": [c.bootstrap_ci.low, c.bootstrap_ci.high],
         "p_value": c.p_value, "test_name": c.test_name, "n_clusters": c.n_clusters,
+        "interval_method": c.paired.interval_method if c.paired else None,
         "mcnemar": None if test is None else {
             "b": test.b, "c": test.c, "statistic": test.statistic, "p_value": test.p_value,
             "exact": test.exact,
         },
         "minimum_detectable_effect": c.minimum_detectable_effect,
+        "unknown": {
+            name: c.why(name)
+            for name in ("interval", "p_value", "bootstrap", "minimum_detectable_effect")
+            if c.why(name)
+        },
         "score_delta": scores.delta if scores else None,
         "score_delta_ci": [scores.low, scores.high] if scores else [None, None],
         "score_p_value": scores.p_value if scores else None,
+        "score_test_name": scores.test_name if scores else None,
         "regressions": flips(c.regressions), "improvements": flips(c.improvements),
         "regressions_count": len(c.regressions), "improvements_count": len(c.improvements),
         "unpaired_baseline": len(c.unpaired_baseline),
@@ -150,3 +159,20 @@ def test_compare_equals_compare_results_on_full_results(
     flipped = [f[side]["status"] for f in got["regressions"] for side in ("baseline", "treatment")]
     assert "error" in flipped or max_flips < 1000
     assert (got["n_clusters"] is None) == (epochs == 1)
+
+
+def test_compare_page_rates_cluster_by_sample_like_the_cli(tmp_path: Path) -> None:
+    # Issue 16: with epochs the compare page showed a Wilson interval over all results
+    # ([74.1, 77.4]) where the CLI and the run page cluster by sample ([73.7, 77.9]).
+    results = _write_run(tmp_path, "run", 3)
+    data = ViewerData.open(tmp_path / "run")
+    got = data.compare(SideSpec("run", "baseline"), SideSpec("run", "treatment"))
+    report = EvalReport(results=tuple(results))
+    for side in ("baseline", "treatment"):
+        summary = report.experiment(side).summarize()
+        assert got[side]["pass_rate_ci"] == pytest.approx(
+            [summary.pass_rate_low, summary.pass_rate_high], abs=1e-12
+        )
+        assert got[side]["n_clusters"] == summary.n_clusters is not None
+    run_page = {e["name"]: e for e in data.run("run")["experiments"]}
+    assert got["baseline"]["pass_rate_ci"] == run_page["baseline"]["pass_rate_ci"]

@@ -209,6 +209,7 @@ def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
             "kind": db.kind,
             "tables": [_table_dict(t) for t in tables],
             "examples": [{"title": title, "sql": sql} for title, sql in db.examples],
+            "functions": [{"signature": sig, "description": d} for sig, d in db.functions],
         }
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         return
@@ -223,6 +224,10 @@ def _print_schema(db: QueryDatabase, fmt: QueryFormat) -> None:
             table.add_row(Text(column.name, style="cyan"), column.type, Text(column.description))
         out.print(table)
         out.print()
+    out.print(Text("Functions", style="bold"))
+    for signature, description in db.functions:
+        out.print(Text.assemble("  ", (signature, "cyan"), " - ", description))
+    out.print()
     out.print(Text("Examples", style="bold"))
     target = str(db.target)
     for title, sql in db.examples:

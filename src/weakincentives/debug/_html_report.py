@@ -25,6 +25,7 @@ from weakincentives.evals import (
     ExperimentComparison,
     FlippedSample,
     Summary,
+    stats,
 )
 
 from ._charts import Chart, chart_css
@@ -213,6 +214,8 @@ def _rate(s: Summary) -> str:
 
 
 def _mean(s: Summary) -> str:
+    if not math.isfinite(s.mean_low):
+        return f"{_num(s.mean)} (interval n/a: {s.reason})" if s.reason else _num(s.mean)
     return f"{_num(s.mean)} [{_num(s.mean_low)}, {_num(s.mean_high)}]"
 
 
@@ -259,12 +262,14 @@ def _comparison_block(report: EvalReport, c: ExperimentComparison, key: str | No
         ("Pairs", str(c.n_pairs)),
         ("Pass rates", f"{_pct(c.baseline_pass_rate)} → {_pct(c.treatment_pass_rate)}"),
         ("Paired delta (95% CI)",
-         f"{_signed_pct(c.delta)} {_pct_interval(c.delta_ci.low, c.delta_ci.high)}"),
-        ("Bootstrap CI", _pct_interval(c.bootstrap_ci.low, c.bootstrap_ci.high)),
+         f"{_signed_pts(c.delta)} "
+         + _pts_interval(c.delta_ci.low, c.delta_ci.high, c.why("interval"))),
+        ("Bootstrap CI",
+         _pts_interval(c.bootstrap_ci.low, c.bootstrap_ci.high, c.why("bootstrap"))),
         ("p-value", _p(c.p_value) + method),
         ("Holm / BH", f"{_p(c.p_value_holm)} / {_p(c.p_value_bh)}"),
         ("Regressed / improved", f"{len(c.regressions)} / {len(c.improvements)}"),
-        ("Detectable effect", _pct(c.minimum_detectable_effect)),
+        ("Detectable effect", _mde(c)),
         ("Score delta (95% CI)", score_delta),
     ]  # fmt: skip
     table = (
@@ -452,8 +457,22 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:.1f}%"
 
 
-def _signed_pct(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x * 100:+.1f} pp"
+def _signed_pts(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{stats.format_signed(x, scale=100)} pts"
+
+
+def _pts_interval(low: float, high: float, why: str = "") -> str:
+    """A rate difference's interval in points, as the terminal report prints it."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"n/a ({why})" if why else "n/a"
+    return f"[{stats.format_signed(low, scale=100)}, {stats.format_signed(high, scale=100)}]"
+
+
+def _mde(c: ExperimentComparison) -> str:
+    mde = c.minimum_detectable_effect
+    if math.isfinite(mde):
+        return f"{mde * 100:.1f} pts"
+    return f"n/a ({c.why('minimum_detectable_effect')})"
 
 
 def _pct_interval(low: float, high: float) -> str:
@@ -467,7 +486,7 @@ def _num(x: float) -> str:
 
 
 def _signed(x: float) -> str:
-    return "n/a" if not math.isfinite(x) else f"{x:+.3f}"
+    return "n/a" if not math.isfinite(x) else stats.format_signed(x, 3)
 
 
 def _p(x: float | None) -> str:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._query_cache import CACHE_FILE, load_cache, store_cache
+from weakincentives.debug._query_stats import SQL_FUNCTIONS, register_stat_functions
 from weakincentives.debug._readonly import (
     QueryResult,
     check_statement,
@@ -71,9 +72,11 @@ _TARGET_HINT = (
 )
 
 RUN_EXAMPLES: tuple[tuple[str, str], ...] = (
-    ("Pass rate by experiment",
-     "SELECT experiment, count(*) AS n, round(avg(passed), 3) AS pass_rate "
-     "FROM results GROUP BY experiment ORDER BY pass_rate DESC"),
+    ("Pass rate by experiment, with the report's 95% interval",
+     "SELECT run_id, experiment, count(*) AS n, round(avg(passed), 3) AS pass_rate, "
+     "round(pass_rate_low(passed, sample_id), 3) AS low, "
+     "round(pass_rate_high(passed, sample_id), 3) AS high "
+     "FROM results GROUP BY run_id, experiment ORDER BY pass_rate DESC"),
     ("Slowest samples",
      "SELECT sample_id, experiment, latency_ms FROM results "
      "ORDER BY latency_ms DESC LIMIT 10"),
@@ -208,7 +211,8 @@ class QueryDatabase:
             signature = " ".join(s.signature for s in sources)
             directory = path if path.is_dir() else path.parent
             cache_file = directory / CACHE_FILE if cache else None
-            probe = readonly_copy(builder)  # the empty schema, to compile queries against
+            # The empty schema, to compile queries against.
+            probe = register_stat_functions(readonly_copy(builder))
             filled = load_cache(builder, cache_file, signature) if cache_file else frozenset()
             runs = RunTables(builder, sources, filled)
         except BaseException:
@@ -239,6 +243,15 @@ class QueryDatabase:
     def examples(self) -> tuple[tuple[str, str], ...]:
         """`(title, SQL)` example queries for this kind of target."""
         return BUNDLE_EXAMPLES if self._kind == "bundle" else RUN_EXAMPLES
+
+    @property
+    def functions(self) -> tuple[tuple[str, str], ...]:
+        """`(signature, description)` of the statistics functions queries can call.
+
+        `pass_rate_low` / `pass_rate_high` give the report's own pass-rate interval of a
+        group (see `_query_stats.py`); every target has them.
+        """
+        return SQL_FUNCTIONS
 
     def tables(self) -> tuple[TableInfo, ...]:
         """The tables a query can read, with their columns."""
@@ -273,7 +286,7 @@ class QueryDatabase:
         if self._runs is not None and self._probe is not None:
             self._load(self._parts_read(text))
         if self._reader is None:
-            self._reader = readonly_copy(self._builder)
+            self._reader = register_stat_functions(readonly_copy(self._builder))
         expired: Callable[[], bool] | None = None
         if timeout is not None:
             deadline = self._clock.monotonic() + timeout

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from weakincentives.evals import stats
+
 __all__ = [
     "AXIS",
     "GAP",
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 Format = Literal["pct", "pp", "count", "num", "ms", "usd"]
-"""How a chart's values print: percent, signed percentage points, integer, number,
+"""How a chart's values print: percent, signed percentage points ("pts"), integer, number,
 milliseconds, dollars."""
 
 WIDTH = 720
@@ -72,8 +74,8 @@ def fmt(value: float | None, kind: Format) -> str:
     if kind == "pct":
         return f"{value * 100:.1f}%"
     if kind == "pp":
-        text = f"{value * 100:+.1f}"
-        return ("+0.0" if text == "-0.0" else text) + " pp"
+        # Points, printed as every other view prints them ("+2.5 pts", never "-0.0").
+        return stats.format_signed(value, scale=100) + " pts"
     if kind == "count":
         return f"{value:,.0f}"
     if kind == "ms":

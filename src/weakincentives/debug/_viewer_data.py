@@ -188,6 +188,11 @@ class ViewerData:
             "failed": statuses.get("failed", 0),
             "errors": statuses.get("error", 0),
             "experiment_names": list(self._index.experiments(run.run_id)),
+            # Per experiment, never pooled: a run's experiments answer different questions.
+            "pass_rates": [
+                {"experiment": name, "n": n, "passed": passed, "pass_rate": passed / n}
+                for name, (n, passed) in self._index.experiment_passes(run.run_id).items()
+            ],
             "status": None,
             "created_at": None,
             "expected": None,

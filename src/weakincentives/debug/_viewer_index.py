@@ -411,6 +411,16 @@ class ResultIndex:
         with self._lock:
             return self._counts("experiment", run_id)
 
+    def experiment_passes(self, run_id: str) -> dict[str, tuple[int, int]]:
+        """Experiment -> `(results, passed)` of run `run_id`, in order of first appearance."""
+        sql = (
+            "SELECT experiment, count(*), sum(status = 'passed') FROM results WHERE run_id = ? "
+            "GROUP BY experiment ORDER BY min(id)"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, (run_id,)).fetchall()
+        return {name: (int(n), int(passed)) for name, n, passed in rows}
+
     def statuses(self, run_id: str) -> dict[str, int]:
         """`passed` / `failed` / `error` -> results of run `run_id`."""
         with self._lock:

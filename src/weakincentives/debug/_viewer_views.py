@@ -242,29 +242,17 @@ def experiment_view(name: str, rows: Sequence[StatRow]) -> dict[str, Any]:
 
 
 def _intervals(passes: list[float], scores: list[float], samples: list[str]) -> dict[str, Any]:
-    n = len(passes)
-    if n == 0:
-        rate = stats.wilson_interval(0, 0)
-        return {"pass_rate_ci": [rate.low, rate.high], "mean_score": 0.0,
-                "mean_score_ci": [math.nan, math.nan], "n_clusters": None}  # fmt: skip
-    if len(set(samples)) == n:
-        rate = stats.wilson_interval(int(sum(passes)), n)
-        mean = stats.mean_ci(scores)
-        return {"pass_rate_ci": [rate.low, rate.high], "mean_score": mean.mean,
-                "mean_score_ci": [mean.low, mean.high], "n_clusters": None}  # fmt: skip
-    # A sample repeats (epochs): its results are correlated, so cluster by sample.
-    rate_c = stats.clustered_mean(passes, samples)
-    mean_c = stats.clustered_mean(scores, samples)
+    # The numbers of `summarize` and the terminal report: the same function, the same
+    # clustering (by sample when a sample repeats, i.e. epochs).
+    out = stats.summarize_outcomes(passes, scores, clusters=stats.repeated_samples(samples))
     return {
-        "pass_rate_ci": [_clip01(rate_c.low), _clip01(rate_c.high)],
-        "mean_score": mean_c.mean,
-        "mean_score_ci": [mean_c.low, mean_c.high],
-        "n_clusters": mean_c.n_clusters,
+        "pass_rate_ci": [out.pass_rate_low, out.pass_rate_high],
+        "pass_rate_method": out.pass_rate_method,
+        "mean_score": out.mean,
+        "mean_score_ci": [out.mean_low, out.mean_high],
+        "n_clusters": out.n_clusters,
+        "interval_note": out.reason or None,
     }
-
-
-def _clip01(value: float) -> float:
-    return min(max(value, 0.0), 1.0) if math.isfinite(value) else value
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
@@ -302,9 +290,10 @@ def comparison_view(
         [treatment_ids[j] for flips in shown for _, j in flips],
     )
 
-    def side(info: Mapping[str, Any], rate: Any) -> dict[str, Any]:
+    def side(info: Mapping[str, Any], rate: stats.RateEstimate) -> dict[str, Any]:
         return {**info, "n": rate.n, "passed": rate.successes, "pass_rate": rate.rate,
-                "pass_rate_ci": [rate.low, rate.high]}  # fmt: skip
+                "pass_rate_ci": [rate.low, rate.high], "pass_rate_method": rate.method,
+                "n_clusters": rate.n_clusters}  # fmt: skip
 
     def flips(items: Iterable[tuple[int, int]]) -> list[dict[str, Any]]:
         listed = []
@@ -330,11 +319,18 @@ def comparison_view(
             "p_value": c.p_value,
             "test_name": c.test_name,
             "n_clusters": c.n_clusters,
+            "interval_method": c.paired.interval_method if c.paired else None,
             "mcnemar": None if test is None else dataclasses.asdict(test),
             "minimum_detectable_effect": c.minimum_detectable_effect,
+            "unknown": {
+                name: why
+                for name in ("interval", "p_value", "bootstrap", "minimum_detectable_effect")
+                if (why := c.why(name))
+            },
             "score_delta": scores.delta if scores else None,
             "score_delta_ci": [scores.low, scores.high] if scores else [None, None],
             "score_p_value": scores.p_value if scores else None,
+            "score_test_name": scores.test_name if scores else None,
             "regressions": flips(shown[0]),
             "improvements": flips(shown[1]),
             "regressions_count": len(c.regressions),

@@ -2,8 +2,8 @@
 // statistics, and the flipped samples (pass -> fail, fail -> pass) linked to both results.
 
 import {
-  api, badge, chartFigure, fill, clip, h, int, interval, link, num, pct, pvalue, section, setCrumbs,
-  signedPct,
+  api, badge, chartFigure, fill, clip, h, int, interval, link, num, pct, plural, pts, pvalue, section,
+  setCrumbs, signedPts,
 } from "./dom.js";
 
 const PREFERRED_BASELINES = ["baseline", "control"];
@@ -85,17 +85,29 @@ function chartsSection(c, choice) {
 function comparison(c, choice) {
   const label = (side) => (c.baseline.run_id === c.treatment.run_id ? side.experiment : `${side.run_id} / ${side.experiment}`);
   const test = c.mcnemar;
+  const why = c.unknown || {};
+  const na = (name) => (why[name] ? `n/a (${why[name]})` : "n/a");
+  // A side's interval: Wilson, or clustered by sample when epochs repeat (as the CLI).
+  const method = (side) => (side.n_clusters
+    ? `${side.pass_rate_method}, clustered by sample (${plural(side.n_clusters, "sample")})`
+    : side.pass_rate_method);
+  const pairs = c.n_clusters ? `${plural(c.n_pairs, "pair")} in ${plural(c.n_clusters, "sample")}` : plural(c.n_pairs, "pair");
   const stats = h("table", { class: "stats", id: "stats" }, h("tbody", {},
     statRow("Baseline", `${pct(c.baseline.pass_rate)} ${interval(c.baseline.pass_rate_ci)}`,
-      `${label(c.baseline)}, n=${int(c.baseline.n)} (Wilson 95% CI)`),
+      `${label(c.baseline)}, n=${int(c.baseline.n)} (${method(c.baseline)} 95% CI)`),
     statRow("Treatment", `${pct(c.treatment.pass_rate)} ${interval(c.treatment.pass_rate_ci)}`,
-      `${label(c.treatment)}, n=${int(c.treatment.n)}`),
-    statRow("Paired delta", `${signedPct(c.delta)} ${interval(c.delta_ci, signedPct)}`, `${int(c.n_pairs)} pairs`),
-    statRow("Bootstrap CI", interval(c.bootstrap_ci, signedPct), "seeded paired bootstrap (cross-check)"),
-    statRow("p-value", pvalue(c.p_value), test ? `McNemar ${test.exact ? "exact" : "chi²"}, discordant ${test.b} / ${test.c}`
-      : c.test_name ? `${c.test_name}, ${int(c.n_pairs)} pairs in ${int(c.n_clusters)} samples` : "no pairs"),
-    statRow("Detectable effect", pct(c.minimum_detectable_effect), "at 80% power with these pairs"),
-    statRow("Score delta", `${num(c.score_delta)} ${interval(c.score_delta_ci, num)}`, `p ${pvalue(c.score_p_value)}`),
+      `${label(c.treatment)}, n=${int(c.treatment.n)} (${method(c.treatment)} 95% CI)`),
+    statRow("Paired delta", `${signedPts(c.delta)} ${c.delta_ci[0] === null ? na("interval") : interval(c.delta_ci, signedPts)}`,
+      c.interval_method ? `${pairs}; ${c.interval_method}` : pairs),
+    statRow("Bootstrap CI", c.bootstrap_ci[0] === null ? na("bootstrap") : interval(c.bootstrap_ci, signedPts),
+      "seeded paired bootstrap (cross-check)"),
+    statRow("p-value", c.p_value === null ? na("p_value") : pvalue(c.p_value),
+      test ? `McNemar ${test.exact ? "exact" : "chi²"}, discordant ${test.b} / ${test.c}`
+        : c.test_name ? `${c.test_name}, ${pairs}` : "no pairs"),
+    statRow("Detectable effect", c.minimum_detectable_effect === null ? na("minimum_detectable_effect")
+      : pts(c.minimum_detectable_effect), "at 80% power with these pairs"),
+    statRow("Score delta", `${num(c.score_delta)} ${interval(c.score_delta_ci, num)}`,
+      c.score_test_name ? `p ${pvalue(c.score_p_value)}, ${c.score_test_name}` : `p ${pvalue(c.score_p_value)}`),
     statRow("Unpaired", `${c.unpaired_baseline} baseline · ${c.unpaired_treatment} treatment`,
       c.duplicates ? `${c.duplicates} duplicates ignored` : "")));
   return [

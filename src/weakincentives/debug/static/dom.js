@@ -55,10 +55,22 @@ export function pct(x) {
   return x === null || x === undefined ? "–" : `${(x * 100).toFixed(1)}%`;
 }
 
-export function signedPct(x) {
+/** A difference of rates in percentage points, as the terminal report prints it ("+2.5 pts"). */
+export function signedPts(x) {
   if (x === null || x === undefined) return "–";
-  const v = (x * 100).toFixed(1);
-  return `${x >= 0 ? "+" : ""}${v} pp`;
+  let v = (x * 100).toFixed(1);
+  if (Number(v) === 0) v = (0).toFixed(1); // never "-0.0"
+  return `${Number(v) >= 0 ? "+" : ""}${v} pts`;
+}
+
+/** A size of a rate difference in points (no sign), e.g. a detectable effect. */
+export function pts(x) {
+  return x === null || x === undefined ? "–" : `${(x * 100).toFixed(1)} pts`;
+}
+
+/** "1 sample", "3 samples". */
+export function plural(n, word) {
+  return `${n} ${n === 1 ? word : `${word}s`}`;
 }
 
 export function interval(pair, fmt = pct) {

@@ -2,8 +2,8 @@
 // (filtered, sorted and paginated on the server; the filters live in the URL fragment).
 
 import {
-  api, badge, chartFigure, fill, clip, h, int, interval, link, ms, num, pct, section, setCrumbs,
-  setKeys, table,
+  api, badge, chartFigure, fill, clip, h, int, interval, link, ms, num, pct, plural, section,
+  setCrumbs, setKeys, table,
 } from "./dom.js";
 
 const PAGE_SIZE = 50;
@@ -29,13 +29,17 @@ export async function renderRuns(view) {
       h("td", {}, run.status || "–"),
       h("td", {}, run.created_at ? run.created_at.replace("T", " ").slice(0, 19) : "–"),
       h("td", { class: "num" }, int(run.results)),
-      h("td", { class: "num" }, run.results ? pct(run.passed / run.results) : "–"),
+      // Pass rate per experiment: experiments of a run are never pooled into one rate.
+      h("td", { class: "rates" }, run.pass_rates.length
+        ? run.pass_rates.map((e) => h("div", { dataset: { experiment: e.experiment } },
+          `${e.experiment} ${pct(e.pass_rate)}`))
+        : "–"),
       h("td", { class: "num" }, int(run.errors)),
       h("td", {}, run.experiment_names.join(", "))));
   fill(view,
     h("h1", {}, "Runs"),
     runs.length
-      ? table(["Run", "Status", "Created", "Results", "Passed", "Errors", "Experiments"], rows,
+      ? table(["Run", "Status", "Created", "Results", "Pass rate", "Errors", "Experiments"], rows,
         { class: "grid", id: "runs" })
       : h("p", { class: "muted" }, "No runs here."),
   );
@@ -149,7 +153,8 @@ function experimentCard(e) {
   return h("div", { class: "card", dataset: { experiment: e.name } },
     h("h3", {}, e.name),
     h("div", { class: "big" }, pct(e.pass_rate), " ",
-      h("span", { class: "muted small" }, interval(e.pass_rate_ci))),
+      h("span", { class: "muted small" }, interval(e.pass_rate_ci)),
+      e.n_clusters ? h("span", { class: "muted small" }, ` clustered by sample (${plural(e.n_clusters, "sample")})`) : null),
     h("div", { class: "bar" },
       h("div", { class: "fill", style: `width:${(e.pass_rate * 100).toFixed(1)}%` })),
     h("dl", {},

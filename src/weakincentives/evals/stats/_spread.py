@@ -24,11 +24,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLUSTERED_T_TEST",
+    "MDE_POWER",
     "PAIRED_T_TEST",
     "SIGN_TEST",
     "Spread",
+    "Units",
     "clustered_spread",
     "independent_spread",
+    "sample_sd",
+    "unknown",
 ]
 
 PAIRED_T_TEST = "paired t-test"

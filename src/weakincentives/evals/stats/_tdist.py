@@ -16,7 +16,7 @@ from weakincentives.errors import InvalidStatisticError
 
 from ._normal import check_confidence, check_probability, normal_ppf
 
-__all__ = ["t_critical_value", "t_ppf", "t_sf", "t_two_sided_p"]
+__all__ = ["betainc", "t_critical_value", "t_ppf", "t_sf", "t_two_sided_p"]
 
 _TINY = 1e-300
 _EPS = 1e-16
