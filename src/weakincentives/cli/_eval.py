@@ -9,10 +9,8 @@ the run cannot be read.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
@@ -22,34 +20,52 @@ import typer
 from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
-    BASELINE,
     DEFAULT_VALUE_LIMIT,
-    Dataset,
     EvalReport,
-    Experiment,
     RunStore,
     new_run_id,
     run_eval,
 )
 from weakincentives.runtime import AgentLoop
 
-from ._experiments import parse_experiments
 from ._hints import Hints
-from ._provenance import provenance_lines, run_provenance
-from ._targets import (
-    BUILTIN_EVALUATORS,
-    combine_evaluators,
-    load_type,
-    resolve_evaluator,
-    resolve_target,
+from ._list import register_list
+from ._pairing import across, experiments_in_order, within
+from ._plan import (
+    ModelOptions,
+    RunPlan,
+    build_plan,
+    header_lines,
+    plan_args,
+    run_info_of,
 )
+from ._provenance import provenance_lines, run_provenance
+from ._run_options import (
+    ExtraFieldsOption,
+    FieldOption,
+    FormatOption,
+    JudgeModelOption,
+    LimitOption,
+    ModelArgOption,
+    ModelOption,
+    NoteOption,
+    SampleIdOption,
+    SeedOption,
+    ShuffleOption,
+    SplitOption,
+    TagOption,
+    WhereOption,
+    selection_of,
+    source_of,
+)
+from ._targets import BUILTIN_EVALUATORS
 
 # rich (and `._progress`, built on it) is imported by the functions that print, so that
 # `wink` and `wink worker` start without it.
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["RunPlan", "build_plan", "register"]
+__all__ = ["register"]
 
 EXIT_BELOW_THRESHOLD = 1
 EXIT_USAGE = 2
@@ -63,58 +79,6 @@ def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
 
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {error}", highlight=False)
     raise typer.Exit(code)
-
-
-# -- planning a run ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunPlan:
-    """Everything `wink eval run` resolved before running."""
-
-    target: Any
-    """`AgentLoop` or task function."""
-    dataset: Dataset[Any, Any]
-    """The samples."""
-    evaluator: Any
-    """The (combined) evaluator."""
-    experiments: tuple[Experiment, ...]
-    """Experiments to run, the first one the baseline of comparisons."""
-
-
-def build_plan(
-    target: str,
-    *,
-    dataset: Path | None,
-    evaluators: Sequence[str],
-    experiments: Sequence[str],
-    input_type: str | None = None,
-    expected_type: str | None = None,
-) -> RunPlan:
-    """Resolve TARGET, types, dataset, evaluators and experiments.
-
-    Raises:
-        ConfigurationError: any reference or option is wrong.
-        InvalidDatasetError: the dataset does not load (the message names file and line).
-    """
-    resolved = resolve_target(target)
-    in_type = load_type(input_type, what="--input-type") if input_type else resolved.input_type
-    exp_type = (
-        load_type(expected_type, what="--expected-type")
-        if expected_type
-        else resolved.expected_type
-    )
-    source = dataset if dataset is not None else resolved.dataset
-    if source is None:
-        _raise_config("no dataset: pass --dataset FILE.jsonl (or use a suite that has one)")
-    samples = source if isinstance(source, Dataset) else Dataset.load(source, in_type, exp_type)
-    chosen = [resolve_evaluator(s) for s in evaluators] or list(resolved.evaluators)
-    return RunPlan(
-        target=resolved.target,
-        dataset=samples,
-        evaluator=combine_evaluators(chosen),
-        experiments=parse_experiments(experiments, resolved.experiments or (BASELINE,)),
-    )
 
 
 def _raise_config(message: str) -> NoReturn:
@@ -148,8 +112,27 @@ TargetArg = Annotated[
 def _run(
     target: TargetArg,
     dataset: Annotated[
-        Path | None, typer.Option(help="JSONL dataset (id, input, expected, metadata).")
+        Path | None,
+        typer.Option(
+            help="Dataset: a .jsonl, .json (array), .csv or .parquet file, or a Hugging Face "
+            "dataset (a directory, or --format hf with a name). Rows hold id, input, expected "
+            "and metadata unless --field maps them."
+        ),
     ] = None,
+    fmt: FormatOption = None,
+    field: FieldOption = None,
+    split: SplitOption = None,
+    allow_extra_fields: ExtraFieldsOption = False,
+    limit: LimitOption = None,
+    sample_id: SampleIdOption = None,
+    where: WhereOption = None,
+    shuffle: ShuffleOption = False,
+    seed: SeedOption = 0,
+    model: ModelOption = None,
+    model_arg: ModelArgOption = None,
+    judge_model: JudgeModelOption = None,
+    tag: TagOption = None,
+    note: NoteOption = None,
     evaluator: Annotated[
         list[str] | None,
         typer.Option(
@@ -230,16 +213,24 @@ def _run(
     if bundles not in (None, "all", "failed"):
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     try:
+        source = source_of(fmt, field or (), split, allow_extra_fields)
+        selection = selection_of(limit, sample_id or (), where, shuffle, seed)
+        models = ModelOptions(
+            model=model, model_args=tuple(model_arg or ()), judge_model=judge_model
+        )
         plan = build_plan(
             target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
-            input_type=input_type, expected_type=expected_type,
+            input_type=input_type, expected_type=expected_type, source=source,
+            selection=selection, models=models,
         )  # fmt: skip
+        info = plan.run_info(tags=tag or (), note=note)
     except (WinkError, ValueError) as exc:
         _fail(exc)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
         epochs=epochs, runs_dir=runs_dir, input_type=input_type, expected_type=expected_type,
+        plan_args=plan_args(source, selection, models),
     )  # fmt: skip
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -247,7 +238,7 @@ def _run(
             report = _run_on_redis(
                 plan, redis_url=redis, requests=requests, namespace=namespace,
                 runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
-                timeout=run_timeout, progress=None if as_json else progress_for(err),
+                timeout=run_timeout, progress=None if as_json else progress_for(err), info=info,
             )  # fmt: skip
             _print_run(report, plan, hints, as_json=as_json)
             _check_threshold(report, fail_under)
@@ -261,6 +252,8 @@ def _run(
             progress=None if as_json else progress_for(err), dataset_path=dataset,
             bundles=cast("Literal['all', 'failed'] | None", bundles),
             record_inputs=record_inputs, value_limit=value_limit,
+            dataset_sha256=plan.dataset_sha256, fingerprint_extra=plan.fingerprint_extra(),
+            run_info=info,
         )  # fmt: skip
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] run {Path(the_id).name} is saved as interrupted.")
@@ -284,45 +277,50 @@ def _run_on_redis(
     epochs: int,
     timeout: float | None,
     progress: Any,
+    info: Mapping[str, Any],
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
     from weakincentives.contrib.distributed import run_distributed
     from weakincentives.evals import Fingerprint, RunProvenance
 
     provenance = RunProvenance.collect(
-        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256
+        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset_sha256
     )
     fingerprint = Fingerprint.build(
-        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments,
+        dataset_sha256=plan.dataset_sha256, experiments=plan.experiments,
         evaluators=[plan.evaluator], target=plan.target, epochs=epochs,
-        models=provenance.models(),
+        models=provenance.models(), extra=plan.fingerprint_extra(),
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:
         return run_distributed(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=store, fingerprint=fingerprint, run_id=run_id,
-            epochs=epochs, timeout=timeout, progress=progress,
+            epochs=epochs, timeout=timeout, progress=progress, config=info,
         )  # fmt: skip
     with store.resume(resume, fingerprint) as handle:
         return run_distributed(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=handle, fingerprint=fingerprint, epochs=epochs,
-            timeout=timeout, progress=progress,
+            timeout=timeout, progress=progress, config=info,
         )  # fmt: skip
 
 
 def _print_run(report: EvalReport, plan: RunPlan, hints: Hints, *, as_json: bool) -> None:
     run_id = report.run_id or ""
     baseline = plan.experiments[0].name if len(plan.experiments) > 1 else None
+    info = run_info_of(report.config)
     if as_json:
         data = report.to_dict(baseline=baseline)
         data["run_dir"] = str(hints.runs_dir / run_id)
+        data["run"] = info
         typer.echo(json.dumps(data, indent=2))
         return
     from rich.console import Console
 
     console = Console()
+    for line in header_lines(info):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     report.render(console, baseline=baseline)
     cache = report.config.get("cache")
     if isinstance(cache, Mapping):
@@ -360,13 +358,7 @@ def _check_threshold(report: EvalReport, fail_under: float | None) -> None:
 
 def _first_experiment(loaded: EvalReport) -> str | None:
     """The run's first experiment as configured (results arrive in any order), if known."""
-    fingerprint = loaded.config.get("fingerprint")
-    experiments = fingerprint.get("experiments") if isinstance(fingerprint, dict) else None
-    names = loaded.experiment_names
-    for entry in experiments if isinstance(experiments, list) else ():
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if name in names:
-            return str(name)
+    names = experiments_in_order(loaded)
     return names[0] if names else None
 
 
@@ -407,13 +399,17 @@ def _report(
     provenance = run_provenance(run, runs_dir)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)
+    info = run_info_of(loaded.config)
     try:
+        if slice_key is not None:
+            _check_slice_key(loaded, slice_key)
         if html is not None:
             from weakincentives.debug import write_html_report
 
             write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
         if as_json:
             data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
+            data["run"] = info
             if slice_key is not None:
                 data["slices"] = _slices_json(loaded, slice_key)
             typer.echo(json.dumps(data, indent=2))
@@ -421,6 +417,8 @@ def _report(
             console = Console()
             for line in provenance_lines(provenance) if provenance else ():
                 console.print(line, highlight=False, markup=False)
+            for line in header_lines(info):
+                console.print(line, highlight=False, soft_wrap=True, markup=False)
             loaded.render(console, baseline=baseline)
             if slice_key is not None:
                 console.print(_slice_table(loaded, slice_key))
@@ -428,6 +426,15 @@ def _report(
         _fail(exc)
     if html is not None:
         Console(stderr=True).print(f"HTML report written to {html}", highlight=False)
+
+
+def _check_slice_key(loaded: EvalReport, key: str) -> None:
+    keys: set[str] = set()
+    for result in loaded.results:
+        keys.update(result.metadata)
+    if key not in keys:
+        listed = ", ".join(sorted(keys)) or "none: the samples have no metadata"
+        _raise_config(f"--slice {key!r}: no result has this metadata key; the keys are {listed}")
 
 
 def _slices_json(loaded: EvalReport, key: str) -> dict[str, Any]:
@@ -483,62 +490,21 @@ def _compare(
     first = _load(run_a, runs_dir)
     try:
         if run_b is None:
-            merged, base = _within(first, baseline, treatment)
+            pairs = [within(first, baseline, treatment)]
         else:
-            merged, base = _across(first, _load(run_b, runs_dir), baseline, treatment)
+            pairs = across(first, _load(run_b, runs_dir), baseline, treatment)
         if as_json:
-            typer.echo(json.dumps(merged.to_dict(baseline=base), indent=2))
+            blocks = [merged.to_dict(baseline=base) for merged, base in pairs]
+            data = blocks[0] if len(blocks) == 1 else {"pairs": blocks}
+            typer.echo(json.dumps(data, indent=2))
         else:
             from rich.console import Console
 
-            merged.render(Console(), baseline=base)
+            console = Console()
+            for merged, base in pairs:
+                merged.render(console, baseline=base)
     except (WinkError, ValueError) as exc:
         _fail(exc)
-
-
-def _within(
-    loaded: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    names = loaded.experiment_names
-    if len(names) < 2:
-        _raise_config(
-            f"run {loaded.run_id} has one experiment ({', '.join(names) or 'none'}); "
-            "pass a second run to compare with: wink eval compare RUN_A RUN_B"
-        )
-    base = baseline or _first_experiment(loaded) or names[0]
-    for name in (base, treatment):
-        if name is not None:
-            loaded.experiment(name)  # raises, listing the experiments, when absent
-    keep = {base, treatment} if treatment else set(names)
-    return loaded.filter(lambda r: r.experiment_name in keep), base
-
-
-def _across(
-    a: EvalReport, b: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    base = _single(a, baseline, "--baseline")
-    treat = _single(b, treatment, "--treatment")
-    label_a, label_b = f"{a.run_id or 'A'}/{base}", f"{b.run_id or 'B'}/{treat}"
-    if label_a == label_b:
-        label_a, label_b = f"A/{base}", f"B/{treat}"
-    results = [
-        *(dataclasses.replace(r, experiment_name=label_a) for r in a.experiment(base).results),
-        *(dataclasses.replace(r, experiment_name=label_b) for r in b.experiment(treat).results),
-    ]
-    return EvalReport(results=tuple(results)), label_a
-
-
-def _single(loaded: EvalReport, chosen: str | None, flag: str) -> str:
-    names = loaded.experiment_names
-    if chosen is not None:
-        loaded.experiment(chosen)  # raises, listing the experiments, when absent
-        return chosen
-    if len(names) != 1:
-        _raise_config(
-            f"run {loaded.run_id} has experiments {', '.join(names) or 'none'}; "
-            f"pick one with {flag} NAME"
-        )
-    return names[0]
 
 
 def register(app: typer.Typer) -> None:
@@ -549,4 +515,5 @@ def register(app: typer.Typer) -> None:
     group.command("run")(_run)
     group.command("report")(_report)
     group.command("compare")(_compare)
+    register_list(group)
     app.add_typer(group)

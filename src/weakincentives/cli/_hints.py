@@ -27,6 +27,8 @@ class Hints:
     runs_dir: Path
     input_type: str | None
     expected_type: str | None
+    plan_args: Sequence[str] = ()
+    """Dataset source, selection and model flags, as given (they are in the fingerprint)."""
 
     def resume_command(self, run_id: str) -> str:
         args = ["wink", "eval", "run", self.target]
@@ -41,6 +43,7 @@ class Hints:
         ):
             if option:
                 args += [flag, option]
+        args += self.plan_args
         if self.epochs != 1:
             args += ["--epochs", str(self.epochs)]
         if self.runs_dir != Path("runs"):

@@ -106,6 +106,7 @@ async def evaluate(
     record_inputs: bool = True,
     value_limit: int = DEFAULT_VALUE_LIMIT,
     bundles: BundleScope | None = None,
+    run_info: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -150,6 +151,9 @@ async def evaluate(
         bundles: Write a debug bundle per sample into the run's `bundles/` directory:
             `"all"`, or `"failed"` for the samples that did not pass (needs `store`;
             sync targets and `AgentLoop`s).
+        run_info: Facts about the run to keep with it (tags, a note, the dataset's source),
+            JSON-compatible: written into the manifest's `config` when the run is created
+            and into the report's `config`. Not part of the fingerprint.
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -199,11 +203,17 @@ async def evaluate(
                 epochs=epochs, extra=fingerprint_extra, models=provenance.models(),
                 git_commit=commit,
             )  # fmt: skip
-            run.attach(run_store, fingerprint, resume, run_id, retry_errors, provenance)
+            run.attach(
+                run_store, fingerprint, resume, run_id, retry_errors, provenance, info=run_info
+            )
         else:
             run.run_id = run_id
         await run.execute()
-        extra: dict[str, Any] = {"evaluator": evaluator_name(evaluator), "target": runner.identity}
+        extra: dict[str, Any] = {
+            **(run_info or {}),
+            "evaluator": evaluator_name(evaluator),
+            "target": runner.identity,
+        }
         if response_cache is not None and before is not None:
             extra["cache"] = _stats_delta(before, response_cache.stats)
         return run.report(extra)
@@ -235,6 +245,7 @@ class EvaluateOptions(TypedDict, total=False):
     record_inputs: bool
     value_limit: int
     bundles: BundleScope | None
+    run_info: Mapping[str, Any] | None
     clock: Clock
 
 
