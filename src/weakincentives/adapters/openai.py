@@ -73,7 +73,7 @@ _NO_KEY = "no-key"
 """Sent as the key to a `base_url` server when none is configured (local servers need none)."""
 _SERVER_TEMPERATURE = 1.0
 """The temperature assumed when none is sent: OpenAI's documented default, which samples."""
-_SETTINGS = ("temperature", "timeout", "max_turns", "max_retries")
+_SETTINGS = ("temperature", "timeout", "max_turns", "max_retries", "output_retries")
 """`with_model` parameters that are adapter settings rather than request body fields."""
 _MIN_GUARDED_KEY = 8
 """Keys at least this long are kept out of cached values (a shorter one matches too much)."""
