@@ -426,7 +426,7 @@ def test_compare_two_runs_pairs_by_sample(two_runs: Path) -> None:
     ("args", "message"),
     [
         (["up"], "one experiment"),
-        (["ab", "up"], "pick one with --baseline"),
+        (["ab", "up"], "pick them with --baseline NAME (one of base, fixed) and --treatment"),
         (["ab", "--baseline", "nope"], "nope"),
     ],
 )

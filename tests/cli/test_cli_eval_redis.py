@@ -86,3 +86,25 @@ def test_run_on_redis_collects_every_result_into_the_run_store(
     assert manifest["provenance"]["python_version"]
     lines = (tmp_path / "runs" / "dist-1" / "results.jsonl").read_text().splitlines()
     assert all(json.loads(line)["input"] is not None for line in lines)
+
+
+def test_run_on_redis_applies_the_selection_and_keeps_tags(
+    tmp_path: Path, redis_server: RedisEndpoint, namespace: str, worker: DistributedWorker
+) -> None:
+    dataset = tmp_path / "d.jsonl"
+    rows = [{"id": f"s{i}", "input": f"q{i}", "expected": f"Q{i}"} for i in range(20)]
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [
+        "eval", "run", f"{__name__}:target", "--dataset", str(dataset),
+        "--redis", redis_server.url, "--namespace", namespace, "--runs-dir",
+        str(tmp_path / "runs"), "--run-id", "dist-sel", "--run-timeout", "60", "--json",
+        "--where", 'id != "s0"', "--limit", "5", "--tag", "dist", "--note", "on redis",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run"]["selection"] == 'where id != "s0"; limit 5'
+    report = EvalReport.load(tmp_path / "runs" / "dist-sel")
+    assert sorted(r.sample_id for r in report.results) == ["s1", "s2", "s3", "s4", "s5"]
+    manifest = json.loads((tmp_path / "runs" / "dist-sel" / "run.json").read_text())
+    assert (manifest["config"]["tags"], manifest["config"]["note"]) == (["dist"], "on redis")
+    assert manifest["fingerprint"]["extra"]["selection"] == {"where": 'id != "s0"', "limit": 5}

@@ -174,14 +174,13 @@ BAD_LINES: list[tuple[str, str, type[Any], str]] = [
     ),
     ("array", "[1, 2]", str, r":2: expected a JSON object with id, input and expected, got array"),
     ("string", '"hello"', str, r":2: expected a JSON object .*got string"),
-    ("missing-id", '{"input": "x", "expected": "y"}', str, r":2: missing field 'id'"),
     ("missing-input", '{"id": "b", "expected": "y"}', str, r":2: missing field 'input'"),
     ("missing-expected", '{"id": "b", "input": "x"}', str, r":2: missing field 'expected'"),
     (
         "unknown-key",
         '{"id": "b", "input": "x", "answer": "y"}',
         str,
-        r":2: missing field 'expected'; unknown field 'answer'; a line holds id, input, expected",
+        r":2: missing field 'expected'; unknown field 'answer'; a sample holds id, input, expected",
     ),
     (
         "float-id",

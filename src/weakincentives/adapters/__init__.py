@@ -14,6 +14,11 @@ from weakincentives.adapters._cache import (
     cache_key,
     cached_model_call,
 )
+from weakincentives.adapters._override import (
+    ModelConfigurable,
+    configure_model,
+    parse_model_args,
+)
 from weakincentives.adapters._provenance import (
     AdapterInfo,
     DescribedAdapter,
@@ -55,6 +60,7 @@ __all__ = [
     "FunctionModel",
     "FunctionReply",
     "Heartbeat",
+    "ModelConfigurable",
     "ModelRequest",
     "ModelTurn",
     "NullCache",
@@ -65,7 +71,9 @@ __all__ = [
     "SQLiteResponseCache",
     "cache_key",
     "cached_model_call",
+    "configure_model",
     "describe_adapter",
     "package_version",
+    "parse_model_args",
     "strip_credentials",
 ]

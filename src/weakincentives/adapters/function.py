@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.errors import ConfigurationError
 from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, ToolCall
@@ -120,6 +121,25 @@ class FunctionAdapter:
     def with_cache(self, cache: ResponseCache | None) -> Self:
         """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`."""
         return dataclasses.replace(self, cache=cache)
+
+    def with_model(self, model: str | None = None, **parameters: Any) -> Self:
+        """A copy recording `model` as its model name; see `ModelConfigurable`.
+
+        The function is the model, so it takes no sampling parameters: only `max_turns`.
+
+        Raises:
+            ConfigurationError: any other parameter.
+        """
+        unknown = sorted(set(parameters) - {"max_turns"})
+        if unknown:
+            raise ConfigurationError(
+                f"FunctionAdapter (a test double: a Python function is the model) takes no "
+                f"sampling parameters; got {', '.join(unknown)} (it accepts max_turns)"
+            )
+        changes: dict[str, Any] = dict(parameters)
+        if model is not None:
+            changes["model_name"] = model
+        return dataclasses.replace(self, **changes)
 
     def evaluate(
         self,

@@ -73,6 +73,8 @@ _NO_KEY = "no-key"
 """Sent as the key to a `base_url` server when none is configured (local servers need none)."""
 _SERVER_TEMPERATURE = 1.0
 """The temperature assumed when none is sent: OpenAI's documented default, which samples."""
+_SETTINGS = ("temperature", "timeout", "max_turns", "max_retries", "output_retries")
+"""`with_model` parameters that are adapter settings rather than request body fields."""
 _MIN_GUARDED_KEY = 8
 """Keys at least this long are kept out of cached values (a shorter one matches too much)."""
 
@@ -205,6 +207,38 @@ class OpenAIAdapter:
         clone = copy.copy(self)
         clone.cache = cache
         clone._owns_client = False
+        return clone
+
+    def with_model(self, model: str | None = None, **parameters: Any) -> Self:
+        """A copy using `model` (None: the same) and sampling `parameters`; see `ModelConfigurable`.
+
+        `temperature`, `timeout`, `max_turns` and `max_retries` set those settings; any
+        other parameter (`top_p`, `max_tokens`, `seed`, ...) is sent in every request's
+        body (merged over `extra_body`). The copy shares the HTTP client, as `with_cache`.
+
+        Raises:
+            ConfigurationError: a setting out of range, or a non-numeric temperature.
+        """
+        clone = copy.copy(self)
+        clone._owns_client = False
+        if model is not None:
+            if not model:
+                raise ConfigurationError("--model needs a model name")
+            clone.model = model
+        settings = {k: parameters.pop(k) for k in _SETTINGS if k in parameters}
+        temperature = settings.pop("temperature", self.temperature)
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, int | float)
+        ):
+            raise ConfigurationError(f"temperature must be a number, got {temperature!r}")
+        clone.temperature = None if temperature is None else float(temperature)
+        for name, value in settings.items():
+            setattr(clone, name, value)
+        _check_limits(
+            max_turns=clone.max_turns, max_retries=clone.max_retries, timeout=clone.timeout
+        )
+        if parameters:
+            clone.extra_body = {**(self.extra_body or {}), **parameters}
         return clone
 
     def __enter__(self) -> OpenAIAdapter:

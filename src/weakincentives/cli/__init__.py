@@ -1,12 +1,15 @@
 """The `wink` command line.
 
 Each command group lives in its own module with a `register(app)` function:
-`_eval` (`wink eval run|report|compare`), `_stats` (`wink stats power`), `_query`
+`_eval` (`wink eval run|report|compare|list`), `_stats` (`wink stats power`), `_query`
 (`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`). `_console` prints
 errors the one way every command shares: one line on stderr, never wrapped.
 """
 
 from __future__ import annotations
+
+import importlib.metadata
+from typing import Annotated
 
 import typer
 
@@ -22,6 +25,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        # The distribution's version (the root package sits above the CLI in the layers).
+        typer.echo(f"wink (weakincentives) {importlib.metadata.version('weakincentives')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """weakincentives: evaluate the agent you ship."""
+
 
 for _module in (_eval, _stats, _query, _debug, _worker):
     _module.register(app)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
@@ -23,12 +22,9 @@ import typer
 from weakincentives.adapters import CacheableAdapter, CacheStats
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
-    BASELINE,
     DEFAULT_FAIL_FAST,
     DEFAULT_VALUE_LIMIT,
-    Dataset,
     EvalReport,
-    Experiment,
     RunStore,
     new_run_id,
     run_eval,
@@ -46,15 +42,30 @@ from ._console import (
     interrupts_as_keyboard_interrupt,
     print_error,
 )
-from ._experiments import parse_experiments
 from ._hints import Hints
+from ._list import register_list
+from ._plan import ModelOptions, RunPlan, build_plan, header_lines, plan_args, run_info_of
 from ._report import compare_command, report_command
+from ._run_options import (
+    ExtraFieldsOption,
+    FieldOption,
+    FormatOption,
+    JudgeModelOption,
+    LimitOption,
+    ModelArgOption,
+    ModelOption,
+    NoteOption,
+    SampleIdOption,
+    SeedOption,
+    ShuffleOption,
+    SplitOption,
+    TagOption,
+    WhereOption,
+    selection_of,
+    source_of,
+)
 from ._targets import (
     BUILTIN_EVALUATORS,
-    combine_evaluators,
-    load_type,
-    resolve_evaluator,
-    resolve_target,
 )
 
 # rich (and `._progress`, built on it) is imported by the functions that print, so that
@@ -62,7 +73,7 @@ from ._targets import (
 if TYPE_CHECKING:
     pass
 
-__all__ = ["RunPlan", "build_plan", "register"]
+__all__ = ["register"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds per sample when `--timeout` is not given (`--timeout 0`: no limit)."""
@@ -77,59 +88,6 @@ def _fail(error: object, code: int = EXIT_USAGE) -> NoReturn:
 
 
 # -- planning a run ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunPlan:
-    """Everything `wink eval run` resolved before running."""
-
-    target: Any
-    """`AgentLoop` or task function."""
-    dataset: Dataset[Any, Any]
-    """The samples."""
-    evaluator: Any
-    """The (combined) evaluator (None for `--redis`: the workers' is used)."""
-    experiments: tuple[Experiment, ...]
-    """Experiments to run, the first one the baseline of comparisons."""
-
-
-def build_plan(
-    target: str,
-    *,
-    dataset: Path | None,
-    evaluators: Sequence[str],
-    experiments: Sequence[str],
-    input_type: str | None = None,
-    expected_type: str | None = None,
-    needs_evaluator: bool = True,
-) -> RunPlan:
-    """Resolve TARGET, types, dataset, evaluators and experiments.
-
-    With `needs_evaluator=False` (a run on Redis workers, which score with their own
-    evaluator) no evaluator is required nor resolved.
-
-    Raises:
-        ConfigurationError: any reference or option is wrong.
-        InvalidDatasetError: the dataset does not load (the message names file and line).
-    """
-    resolved = resolve_target(target)
-    in_type = load_type(input_type, what="--input-type") if input_type else resolved.input_type
-    exp_type = (
-        load_type(expected_type, what="--expected-type")
-        if expected_type
-        else resolved.expected_type
-    )
-    source = dataset if dataset is not None else resolved.dataset
-    if source is None:
-        _raise_config("no dataset: pass --dataset FILE.jsonl (or use a suite that has one)")
-    samples = source if isinstance(source, Dataset) else Dataset.load(source, in_type, exp_type)
-    chosen = [resolve_evaluator(s) for s in evaluators] or list(resolved.evaluators)
-    return RunPlan(
-        target=resolved.target,
-        dataset=samples,
-        evaluator=combine_evaluators(chosen) if needs_evaluator else None,
-        experiments=parse_experiments(experiments, resolved.experiments or (BASELINE,)),
-    )
 
 
 def _raise_config(message: str) -> NoReturn:
@@ -163,8 +121,27 @@ TargetArg = Annotated[
 def _run(
     target: TargetArg,
     dataset: Annotated[
-        Path | None, typer.Option(help="JSONL dataset (id, input, expected, metadata).")
+        Path | None,
+        typer.Option(
+            help="Dataset: a .jsonl, .json (array), .csv or .parquet file, or a Hugging Face "
+            "dataset (a directory, or --format hf with a name). Rows hold id, input, expected "
+            "and metadata unless --field maps them."
+        ),
     ] = None,
+    fmt: FormatOption = None,
+    field: FieldOption = None,
+    split: SplitOption = None,
+    allow_extra_fields: ExtraFieldsOption = False,
+    limit: LimitOption = None,
+    sample_id: SampleIdOption = None,
+    where: WhereOption = None,
+    shuffle: ShuffleOption = False,
+    seed: SeedOption = 0,
+    model: ModelOption = None,
+    model_arg: ModelArgOption = None,
+    judge_model: JudgeModelOption = None,
+    tag: TagOption = None,
+    note: NoteOption = None,
     evaluator: Annotated[
         list[str] | None,
         typer.Option(
@@ -264,19 +241,28 @@ def _run(
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     if redis is not None:
         _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
+    try:
+        source = source_of(fmt, field or (), split, allow_extra_fields)
+        selection = selection_of(limit, sample_id or (), where, shuffle, seed)
+    except (WinkError, ValueError) as exc:
+        _fail(exc)
+    models = ModelOptions(model=model, model_args=tuple(model_arg or ()), judge_model=judge_model)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
         epochs=epochs, runs_dir=_runs_dir_of(resume, runs_dir), input_type=input_type,
         expected_type=expected_type, distributed=_redis_args(redis, requests, namespace),
+        plan_args=plan_args(source, selection, models),
     )  # fmt: skip
     with interrupts_as_keyboard_interrupt() as signals:
         try:
             plan = _plan(
                 target, dataset=dataset, evaluators=evaluator or (),
                 experiments=experiment or (), input_type=input_type,
-                expected_type=expected_type, distributed=redis is not None,
+                expected_type=expected_type, distributed=redis is not None, source=source,
+                selection=selection, models=models,
             )  # fmt: skip
+            info = plan.run_info(tags=tag or (), note=note)
         except KeyboardInterrupt:
             _stopped(signals, "before the run started; nothing was recorded")
         from ._progress import LineProgress, progress_for  # rich loads here, not at start
@@ -288,7 +274,7 @@ def _run(
                 report = _run_on_redis(
                     plan, redis_url=redis, requests=requests, namespace=namespace,
                     runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
-                    timeout=run_timeout, progress=progress,
+                    timeout=run_timeout, progress=progress, info=info,
                 )  # fmt: skip
             else:
                 report = run_eval(
@@ -301,6 +287,8 @@ def _run(
                     fail_fast=fail_fast, max_errors=max_errors, dataset_path=dataset,
                     bundles=cast("Literal['all', 'failed'] | None", bundles),
                     record_inputs=record_inputs, value_limit=value_limit,
+                    dataset_sha256=plan.dataset_sha256, fingerprint_extra=plan.fingerprint_extra(),
+                    run_info=info,
                 )  # fmt: skip
         except KeyboardInterrupt:
             name = Path(the_id).name
@@ -417,6 +405,7 @@ def _run_on_redis(
     epochs: int,
     timeout: float | None,
     progress: Any,
+    info: Mapping[str, Any],
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
     from weakincentives import serde
@@ -425,43 +414,51 @@ def _run_on_redis(
     from weakincentives.evals.store import code_directory, git_commit
 
     provenance = RunProvenance.collect(
-        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset.sha256,
+        target=plan.target, evaluator=plan.evaluator, dataset_sha256=plan.dataset_sha256,
         git_commit=git_commit(code_directory(plan.target)),
     )  # fmt: skip
     # The workers run their own WorkerSpec (agent, evaluator, per-sample timeout): the
     # fingerprint names the mailbox they serve, not an evaluator this process would pick.
     fingerprint = Fingerprint.build(
-        dataset_sha256=plan.dataset.sha256, experiments=plan.experiments, evaluators=(),
+        dataset_sha256=plan.dataset_sha256, experiments=plan.experiments, evaluators=(),
         target=plan.target, epochs=epochs, models=provenance.models(),
-        extra={"workers": f"redis:{namespace}/{requests}", "evaluator": "the workers'"},
+        extra={
+            **plan.fingerprint_extra(),
+            "workers": f"redis:{namespace}/{requests}",
+            "evaluator": "the workers'",
+        },
     )  # fmt: skip
     store = RunStore(runs_dir)
     if resume is None:
         return run_distributed(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=store, fingerprint=fingerprint, run_id=run_id,
-            epochs=epochs, timeout=timeout, progress=progress,
+            epochs=epochs, timeout=timeout, progress=progress, config=info,
             provenance=serde.dump(provenance),
         )  # fmt: skip
     with store.resume(resume, fingerprint) as handle:
         return run_distributed(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=handle, fingerprint=fingerprint, epochs=epochs,
-            timeout=timeout, progress=progress,
+            timeout=timeout, progress=progress, config=info,
         )  # fmt: skip
 
 
 def _print_run(report: EvalReport, plan: RunPlan, hints: Hints, *, as_json: bool) -> None:
     run_id = report.run_id or ""
     baseline = plan.experiments[0].name if len(plan.experiments) > 1 else None
+    info = run_info_of(report.config)
     if as_json:
         data = report.to_dict(baseline=baseline)
         data["run_dir"] = str(hints.runs_dir / run_id)
+        data["run"] = info
         typer.echo(json.dumps(data, indent=2))
         return
     from rich.console import Console
 
     console = Console()
+    for line in header_lines(info):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     report.render(console, baseline=baseline)
     cache = report.config.get("cache")
     if isinstance(cache, Mapping):
@@ -502,4 +499,5 @@ def register(app: typer.Typer) -> None:
     group.command("run")(_run)
     group.command("report")(report_command)
     group.command("compare")(compare_command)
+    register_list(group)
     app.add_typer(group)

@@ -29,6 +29,8 @@ class Hints:
     expected_type: str | None
     distributed: tuple[str, ...] = ()
     """`--redis URL` and its companions (the URL without its password)."""
+    plan_args: Sequence[str] = ()
+    """Dataset source, selection and model flags, as given (they are in the fingerprint)."""
 
     def resume_command(self, run_id: str) -> str:
         args = ["wink", "eval", "run", self.target]
@@ -43,6 +45,7 @@ class Hints:
         ):
             if option:
                 args += [flag, option]
+        args += self.plan_args
         if self.epochs != 1:
             args += ["--epochs", str(self.epochs)]
         if self.runs_dir != Path("runs"):

@@ -6,7 +6,6 @@ hold (an experiment, a `--slice` key no result has).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -17,6 +16,8 @@ from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import EvalReport, RunStore
 
 from ._console import fail
+from ._pairing import across, experiments_in_order, within
+from ._plan import header_lines, run_info_of
 from ._provenance import provenance_lines, run_provenance
 
 if TYPE_CHECKING:
@@ -36,13 +37,7 @@ def _raise_config(message: str) -> NoReturn:
 
 def _first_experiment(loaded: EvalReport) -> str | None:
     """The run's first experiment as configured (results arrive in any order), if known."""
-    fingerprint = loaded.config.get("fingerprint")
-    experiments = fingerprint.get("experiments") if isinstance(fingerprint, dict) else None
-    names = loaded.experiment_names
-    for entry in experiments if isinstance(experiments, list) else ():
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if name in names:
-            return str(name)
+    names = experiments_in_order(loaded)
     return names[0] if names else None
 
 
@@ -81,6 +76,7 @@ def report_command(
 
     loaded = _load(run, runs_dir)
     provenance = run_provenance(run, runs_dir)
+    info = run_info_of(loaded.config)
     if slice_key is not None:
         _check_slice_key(loaded, slice_key)
     if baseline is None and len(loaded.experiment_names) > 1:
@@ -92,6 +88,7 @@ def report_command(
             write_html_report(loaded, html, baseline=baseline, slice_key=slice_key)
         if as_json:
             data = {**loaded.to_dict(baseline=baseline), "provenance": provenance}
+            data["run"] = info
             if slice_key is not None:
                 data["slices"] = _slices_json(loaded, slice_key)
             typer.echo(json.dumps(data, indent=2))
@@ -99,6 +96,8 @@ def report_command(
             console = Console()
             for line in provenance_lines(provenance) if provenance else ():
                 console.print(line, highlight=False, markup=False)
+            for line in header_lines(info):
+                console.print(line, highlight=False, soft_wrap=True, markup=False)
             loaded.render(console, baseline=baseline)
             if slice_key is not None:
                 console.print(_slice_table(loaded, slice_key))
@@ -169,59 +168,18 @@ def compare_command(
     first = _load(run_a, runs_dir)
     try:
         if run_b is None:
-            merged, base = _within(first, baseline, treatment)
+            pairs = [within(first, baseline, treatment)]
         else:
-            merged, base = _across(first, _load(run_b, runs_dir), baseline, treatment)
+            pairs = across(first, _load(run_b, runs_dir), baseline, treatment)
         if as_json:
-            typer.echo(json.dumps(merged.to_dict(baseline=base), indent=2))
+            blocks = [merged.to_dict(baseline=base) for merged, base in pairs]
+            data = blocks[0] if len(blocks) == 1 else {"pairs": blocks}
+            typer.echo(json.dumps(data, indent=2))
         else:
             from rich.console import Console
 
-            merged.render(Console(), baseline=base)
+            console = Console()
+            for merged, base in pairs:
+                merged.render(console, baseline=base)
     except (WinkError, ValueError) as exc:
         _fail(exc)
-
-
-def _within(
-    loaded: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    names = loaded.experiment_names
-    if len(names) < 2:
-        _raise_config(
-            f"run {loaded.run_id} has one experiment ({', '.join(names) or 'none'}); "
-            "pass a second run to compare with: wink eval compare RUN_A RUN_B"
-        )
-    base = baseline or _first_experiment(loaded) or names[0]
-    for name in (base, treatment):
-        if name is not None:
-            loaded.experiment(name)  # raises, listing the experiments, when absent
-    keep = {base, treatment} if treatment else set(names)
-    return loaded.filter(lambda r: r.experiment_name in keep), base
-
-
-def _across(
-    a: EvalReport, b: EvalReport, baseline: str | None, treatment: str | None
-) -> tuple[EvalReport, str]:
-    base = _single(a, baseline, "--baseline")
-    treat = _single(b, treatment, "--treatment")
-    label_a, label_b = f"{a.run_id or 'A'}/{base}", f"{b.run_id or 'B'}/{treat}"
-    if label_a == label_b:
-        label_a, label_b = f"A/{base}", f"B/{treat}"
-    results = [
-        *(dataclasses.replace(r, experiment_name=label_a) for r in a.experiment(base).results),
-        *(dataclasses.replace(r, experiment_name=label_b) for r in b.experiment(treat).results),
-    ]
-    return EvalReport(results=tuple(results)), label_a
-
-
-def _single(loaded: EvalReport, chosen: str | None, flag: str) -> str:
-    names = loaded.experiment_names
-    if chosen is not None:
-        loaded.experiment(chosen)  # raises, listing the experiments, when absent
-        return chosen
-    if len(names) != 1:
-        _raise_config(
-            f"run {loaded.run_id} has experiments {', '.join(names) or 'none'}; "
-            f"pick one with {flag} NAME"
-        )
-    return names[0]

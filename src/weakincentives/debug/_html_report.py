@@ -25,6 +25,7 @@ from weakincentives.evals import (
     ExperimentComparison,
     FlippedSample,
     Summary,
+    check_rates,
     stats,
 )
 
@@ -125,7 +126,9 @@ def render_html_report(
         f"<h1>{_e(title)}</h1>",
         f'<p class="muted">{_e(_headline(report))}</p>',
         _provenance_section(report),
+        _run_info(report),
         _summary_section(report),
+        _checks_section(report),
         _comparison_section(report, comparisons, keys[0] if keys else None),
         _charts_section(report),
         _slice_section(report, keys),
@@ -157,6 +160,24 @@ def _default_baseline(names: Sequence[str]) -> str | None:
         if preferred in names:
             return preferred
     return names[0]
+
+
+def _run_info(report: EvalReport) -> str:
+    """What `wink eval run` recorded about the run: dataset, selection, model, tags, note."""
+    config = report.config
+    inner = config.get("config")
+    info = inner if isinstance(inner, dict) and "fingerprint" in config else config
+    lines = []
+    dataset = info.get("dataset")
+    if isinstance(dataset, dict):
+        lines.append(f"Dataset: {dataset.get('location')} ({dataset.get('format')})")
+    for key, label in (("selection", "Selection"), ("model", "Model"), ("note", "Note")):
+        if info.get(key):
+            lines.append(f"{label}: {info[key]}")
+    tags = info.get("tags")
+    if isinstance(tags, list) and tags:
+        lines.append(f"Tags: {', '.join(map(str, tags))}")
+    return "".join(f'<p class="muted">{_e(line)}</p>' for line in lines)
 
 
 def _headline(report: EvalReport) -> str:
@@ -230,6 +251,27 @@ def _bar_html(summary: Summary) -> str:
         f'style="width:{pct(summary.pass_rate)}"></div><div class="ci" '
         f'style="left:{pct(low)};width:{width}"></div></div>'
     )
+
+
+def _checks_section(report: EvalReport) -> str:
+    """Per-check pass rates (each named metric of the scores), lowest first per experiment."""
+    head = _row(
+        ["Experiment", "Check", "n", "Pass rate (95% CI)", "Mean (95% CI)"],
+        header=True, numeric={2, 3, 4},
+    )  # fmt: skip
+    rows = []
+    for name in report.experiment_names:
+        rates = check_rates(report.experiment(name).results).values()
+        for rate in sorted(rates, key=lambda r: (not r.is_pass_fail, r.pass_rate or 0.0)):
+            ci = rate.pass_rate_ci
+            passed = "n/a" if rate.pass_rate is None or ci is None else (
+                f"{_pct(rate.pass_rate)} {_pct_interval(ci.low, ci.high)}"
+            )  # fmt: skip
+            mean = f"{_num(rate.mean)} [{_num(rate.mean_ci.low)}, {_num(rate.mean_ci.high)}]"
+            rows.append(_row([name, rate.name, str(rate.n), passed, mean], numeric={2, 3, 4}))
+    if not rows:
+        return ""
+    return "<h2>Checks</h2>\n" + _table(head, rows)
 
 
 # -- comparisons ------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""Datasets: samples read from files, validated, streamed and hashed.
+"""Datasets: samples read from files, validated, streamed, selected and hashed.
 
-Holds `Dataset` (an immutable, typed collection of `Sample`s), the JSONL reader
-(`load_jsonl` / `iter_jsonl`, streaming, with `file:line` errors) and the content hash
+Holds `Dataset` (an immutable, typed collection of `Sample`s), the readers (`_rows.py`:
+JSONL, JSON arrays, CSV, Parquet, Hugging Face, streaming, with `file:line` errors), field
+maps and transforms (`_fields.py`), strict loading into samples (`_loaders.py`:
+`iter_samples`, `SampleFile`, `DatasetProvenance`), selections (`_selection.py`,
+`_where.py`: `--limit`, `--sample-id`, `--where`, `--shuffle`) and the content hash
 (`dataset_sha256`, `canonical_bytes`) that a run's fingerprint records. It may import the
 shared records (`weakincentives.evals._records`) and the foundation layer (`serde`,
 `errors`); nothing else of `evals`.
@@ -14,11 +17,26 @@ from ._dataset import (
     iter_jsonl,
     load_jsonl,
 )
+from ._fields import TRANSFORMS, FieldMap
+from ._loaders import DatasetProvenance, SampleFile, iter_samples
+from ._rows import FORMATS, DatasetFormat
+from ._selection import SelectedSamples, Selection
+from ._where import parse_where
 
 __all__ = [
+    "FORMATS",
+    "TRANSFORMS",
     "Dataset",
+    "DatasetFormat",
+    "DatasetProvenance",
+    "FieldMap",
+    "SampleFile",
+    "SelectedSamples",
+    "Selection",
     "canonical_bytes",
     "dataset_sha256",
     "iter_jsonl",
+    "iter_samples",
     "load_jsonl",
+    "parse_where",
 ]

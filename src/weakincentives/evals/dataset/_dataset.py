@@ -5,20 +5,24 @@ A JSONL dataset holds one JSON object per line::
     {"id": "q1", "input": "What is 2 + 2?", "expected": "4", "metadata": {"topic": "math"}}
 
 - `id` is a string; an integer is accepted and turned into its decimal string (many
-  exported datasets number their rows). Any other type is an error. Ids are unique.
-- `input` and `expected` are coerced into the types given to the loader through
-  `weakincentives.serde`: primitives, (nested) dataclasses, lists, dicts, unions.
-  `expected` may be left out only when its type accepts `None`.
+  exported datasets number their rows). Any other type is an error. Without an `id`, the
+  line number is the id. Ids are unique.
+- `input` and `expected` are validated strictly against the types given to the loader:
+  primitives, (nested) dataclasses, lists, dicts, unions (`true` is not an int, and a
+  key that is no field of a dataclass is an error). `expected` may be left out only when
+  its type accepts `None`.
 - `metadata` is optional and must be an object; it is kept on `Sample.metadata`.
 - Any other key is an error (a misspelt `expected` would otherwise vanish); put extra
-  fields under `metadata`. Blank lines are skipped.
+  fields under `metadata`, or pass `allow_extra_fields=True` to keep them there.
+  Blank lines are skipped.
 
+Other formats (JSON arrays, CSV, Parquet, Hugging Face datasets) and other field names
+(`FieldMap`) load through `Dataset.load` too; see `weakincentives.evals._loaders`.
 Bad data raises `InvalidDatasetError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -27,12 +31,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
-import pydantic
-
 from weakincentives import serde
-from weakincentives.errors import InvalidDatasetError, SerdeError
+from weakincentives.errors import InvalidDatasetError
 
 from .._records import Sample
+from ._fields import FieldMap
+from ._loaders import iter_samples
+from ._rows import DatasetFormat
+from ._sample_hash import canonical_bytes, samples_sha256
 
 __all__ = ["Dataset", "canonical_bytes", "dataset_sha256", "iter_jsonl", "load_jsonl"]
 
@@ -40,9 +46,6 @@ InputT = TypeVar("InputT")
 ExpectedT = TypeVar("ExpectedT")
 I = TypeVar("I")  # noqa: E741 - the short names read like the spec's signatures
 E = TypeVar("E")
-
-_KEYS = ("id", "input", "expected", "metadata")
-_REQUIRED = ("id", "input")
 
 StrPath = str | os.PathLike[str]
 """A filesystem path as a string or `Path`."""
@@ -108,13 +111,36 @@ class Dataset(Generic[InputT, ExpectedT]):
         return Dataset(samples=tuple(samples))
 
     @staticmethod
-    def load(path: StrPath, input_type: type[I], expected_type: type[E]) -> Dataset[I, E]:
-        """Load a JSONL file (format in the module docstring) into a dataset.
+    def load(
+        path: StrPath,
+        input_type: type[I],
+        expected_type: type[E],
+        *,
+        format: DatasetFormat | None = None,
+        fields: FieldMap | None = None,
+        split: str | None = None,
+        allow_extra_fields: bool = False,
+    ) -> Dataset[I, E]:
+        """Load a dataset file into memory (JSONL by default; see `iter_samples`).
+
+        Args:
+            path: A `.jsonl`, `.json`, `.csv` or `.parquet` file, or a Hugging Face
+                dataset (directory or name, with `format="hf"`).
+            input_type: Type the inputs are validated as.
+            expected_type: Type the expected values are validated as.
+            format: The format; by default guessed from the file name.
+            fields: Where id, input, expected and metadata come from in each row.
+            split: The Hugging Face split.
+            allow_extra_fields: Keep unmapped fields as metadata instead of refusing them.
 
         Raises:
             InvalidDatasetError: a line is not valid; the message names file, line and field.
         """
-        return Dataset(samples=tuple(iter_jsonl(path, input_type, expected_type)))
+        samples = iter_samples(
+            path, input_type, expected_type, format=format, fields=fields, split=split,
+            allow_extra_fields=allow_extra_fields,
+        )  # fmt: skip
+        return Dataset(samples=tuple(samples))
 
     @staticmethod
     def stream(
@@ -157,10 +183,7 @@ class Dataset(Generic[InputT, ExpectedT]):
         the samples and their order, not on how a file was formatted (whitespace, key
         order, blank lines): `Dataset.load(p, I, E).sha256 == dataset_sha256(p, I, E)`.
         """
-        digest = hashlib.sha256()
-        for sample in self.samples:
-            digest.update(canonical_bytes(sample))
-        return digest.hexdigest()
+        return samples_sha256(self.samples)
 
     def save(self, path: StrPath) -> None:
         """Write the dataset as JSONL that `Dataset.load` reads back."""
@@ -192,29 +215,14 @@ def iter_jsonl(
 
     Memory does not grow with the file, except for the set of ids seen, which duplicate
     detection needs; pass `check_duplicate_ids=False` for strictly constant memory.
+    `iter_samples` reads the other formats and maps fields.
 
     Raises:
         InvalidDatasetError: a line is not valid; the message names file, line and field.
     """
-    source = Path(path)
-    expected_optional = _accepts_none(expected_type)
-    seen: dict[str, int] = {}
-    with source.open("rb") as lines:
-        for lineno, raw in enumerate(lines, start=1):
-            text = _decode(raw, source, lineno)
-            if not text.strip():
-                continue
-            sample: Sample[I, E] = _parse_line(
-                text, f"{source}:{lineno}", input_type, expected_type, expected_optional
-            )
-            if check_duplicate_ids:
-                first = seen.setdefault(sample.id, lineno)
-                if first != lineno:
-                    raise InvalidDatasetError(
-                        f"{source}:{lineno}: field 'id': duplicate id {sample.id!r} "
-                        f"(first on line {first}); ids must be unique"
-                    )
-            yield sample
+    return iter_samples(
+        path, input_type, expected_type, format="jsonl", check_duplicate_ids=check_duplicate_ids
+    )
 
 
 def dataset_sha256(path: StrPath, input_type: Any = Any, expected_type: Any = Any) -> str:
@@ -227,149 +235,4 @@ def dataset_sha256(path: StrPath, input_type: Any = Any, expected_type: Any = An
     Raises:
         InvalidDatasetError: a line is not valid.
     """
-    digest = hashlib.sha256()
-    for sample in iter_jsonl(path, input_type, expected_type):
-        digest.update(canonical_bytes(sample))
-    return digest.hexdigest()
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-# The canonical JSON of one sample: compact, keys sorted at every level, not ASCII-escaped.
-# One encoder for every value (JSON's encoding of a value does not depend on where it
-# sits), not a `json.dumps` call that builds one per sample.
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-
-
-def canonical_bytes(sample: Sample[Any, Any]) -> bytes:
-    """`{"expected":…,"id":…,"input":…,"metadata":…}` and a newline, as UTF-8.
-
-    The same bytes as `json.dumps` of that record with sorted keys (the four keys are
-    written in sorted order); each value is JSON-compatible Python first (`_dumped`).
-    """
-    metadata = sample.metadata
-    text = (
-        f'{{"expected":{_encode(_dumped(sample.expected))},"id":{_encode(sample.id)},'
-        f'"input":{_encode(_dumped(sample.input))},'
-        f'"metadata":{_encode(_dumped(metadata)) if metadata else "{}"}}}\n'
-    )
-    return text.encode("utf-8")
-
-
-_AS_IS = frozenset({str, int, bool, type(None)})  # serde.dump returns these unchanged
-
-
-def _dumped(value: Any) -> Any:
-    # Runs per sample when a streamed dataset is hashed: skip serde for plain values, and
-    # for dicts of them (serde.dump would copy them unchanged).
-    kind = type(value)
-    if kind in _AS_IS:
-        return value
-    if kind is dict and all(type(k) is str and type(v) in _AS_IS for k, v in value.items()):
-        return value
-    return serde.dump(value)
-
-
-def _decode(raw: bytes, source: Path, lineno: int) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidDatasetError(
-            f"{source}:{lineno}: not UTF-8 text (byte {exc.start + 1}); save the file as UTF-8"
-        ) from exc
-    return text.removeprefix("\ufeff") if lineno == 1 else text
-
-
-def _accepts_none(tp: Any) -> bool:
-    try:
-        serde.load(tp, None)
-    except SerdeError:
-        return False
-    return True
-
-
-def _parse_line(
-    text: str, where: str, input_type: type[I], expected_type: type[E], expected_optional: bool
-) -> Sample[I, E]:
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidDatasetError(
-            f"{where}: not valid JSON: {exc.msg} at column {exc.colno}"
-        ) from exc
-    if not isinstance(obj, dict):
-        raise InvalidDatasetError(
-            f"{where}: expected a JSON object with id, input and expected, got {_json_type(obj)}"
-        )
-    _check_keys(obj, where, expected_optional)
-    metadata = obj.get("metadata")
-    if metadata is None:
-        metadata = {}
-    elif not isinstance(metadata, dict):
-        raise InvalidDatasetError(
-            f"{where}: field 'metadata' must be an object, got {_json_type(metadata)}"
-        )
-    return Sample(
-        id=_sample_id(obj["id"], where),
-        input=_coerce("input", obj["input"], input_type, where),
-        expected=_coerce("expected", obj.get("expected"), expected_type, where),
-        metadata=metadata,
-    )
-
-
-def _check_keys(obj: dict[str, Any], where: str, expected_optional: bool) -> None:
-    required = _REQUIRED if expected_optional else (*_REQUIRED, "expected")
-    missing = [key for key in required if key not in obj]
-    unknown = [key for key in obj if key not in _KEYS]
-    problems = []
-    if missing:
-        problems.append(f"missing field {', '.join(repr(k) for k in missing)}")
-    if unknown:
-        problems.append(
-            f"unknown field {', '.join(repr(k) for k in unknown)}; a line holds id, input, "
-            "expected and an optional metadata object (put extra fields under metadata)"
-        )
-    if problems:
-        raise InvalidDatasetError(f"{where}: {'; '.join(problems)}")
-
-
-def _sample_id(value: object, where: str) -> str:
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    got = "an empty string" if value == "" else _json_type(value)
-    raise InvalidDatasetError(
-        f"{where}: field 'id' must be a non-empty string (or an integer), got {got}"
-    )
-
-
-def _coerce(name: str, value: object, tp: type[I], where: str) -> I:
-    try:
-        return serde.load(tp, value)
-    except SerdeError as exc:
-        raise InvalidDatasetError(f"{where}: {_field_errors(name, exc)}") from exc
-
-
-def _field_errors(name: str, exc: SerdeError) -> str:
-    cause = exc.__cause__
-    if not isinstance(cause, pydantic.ValidationError):
-        return f"field {name!r}: {exc}"
-    parts = []
-    for error in cause.errors():
-        path = ".".join([name, *(str(p) for p in error["loc"])])
-        got = "" if error["type"] == "missing" else f" (got {_json_type(error['input'])})"
-        parts.append(f"field {path!r}: {error['msg']}{got}")
-    return "; ".join(parts)
-
-
-def _json_type(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", float: "number"}
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    return names.get(type(value), type(value).__name__)
+    return samples_sha256(iter_jsonl(path, input_type, expected_type))

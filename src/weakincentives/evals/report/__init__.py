@@ -1,10 +1,11 @@
 """Reports: what a set of results says, as numbers, tables and files.
 
 Holds `EvalReport` (`_report.py`), the per-result analysis it is built on (`group_by`,
-`summarize`, flaky samples: `_analysis.py`), paired A/B comparisons (`_comparison.py`),
-the JSON export (`_export.py`), the terminal tables (`_render.py`) and `save`/`load`
-(`_persistence.py`). The numbers themselves come from `evals.stats`. It may import the
-shared records, `stats` and `store` (to read a run directory); not `runner` or `loop`.
+`summarize`, flaky samples: `_analysis.py`), per-check rates (`_checks.py`), paired A/B
+comparisons (`_comparison.py`), the JSON export (`_export.py`), the terminal tables
+(`_render.py`) and `save`/`load` (`_persistence.py`). The numbers themselves come from
+`evals.stats`. It may import the shared records, `stats` and `store` (to read a run
+directory); not `runner` or `loop`.
 """
 
 from ._analysis import (
@@ -15,6 +16,7 @@ from ._analysis import (
     group_by,
     summarize,
 )
+from ._checks import CheckRate, check_rates
 from ._comparison import (
     ExperimentComparison,
     FlippedSample,
@@ -41,6 +43,7 @@ from ._report import (
 __all__ = [
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "CheckRate",
     "EvalReport",
     "ExperimentComparison",
     "FlakySample",
@@ -49,6 +52,7 @@ __all__ = [
     "OutcomeComparison",
     "Outcomes",
     "Summary",
+    "check_rates",
     "compare_all",
     "compare_outcomes",
     "compare_results",

@@ -17,7 +17,7 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
                "mean_score_ci": [low, high], "mean_score_excluding_errors", "std",
                "n_clusters", "errors_by_kind": {kind: n},
                "latency_ms": {"mean", "p50", "p95"}, "tokens": {"input", "output", "total"},
-               "metrics": {name: mean}, "flaky": int,
+               "metrics": {name: mean}, "checks": {name: <check>}, "flaky": int,
                "pass_at_k": null | {"k", "pass_at_k", "pass_hat_k"}}
 
     <comparison> = {"baseline", "treatment", "baseline_pass_rate", "treatment_pass_rate",
@@ -30,6 +30,11 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
                     "improvements": [...], "unpaired_baseline": int,
                     "unpaired_treatment": int, "duplicates": int}
 
+    <check> = {"n", "passed": int | null, "pass_rate": float | null,
+               "pass_rate_ci": [low, high] | null, "mean", "mean_ci": [low, high]}
+
+`checks` are the per-check rates of every named metric (`check_rates`): pass/fail
+checks (such as each child of `all_of`) have a pass rate with its Wilson interval.
 `pass_at_k` is filled when samples were attempted more than once: `k` is the smallest
 number of attempts any sample had. Intervals follow `EvalReport.summarize` (clustered
 by sample when epochs repeat), and so are the paired statistics of a comparison: then
@@ -47,6 +52,7 @@ from weakincentives import serde
 from weakincentives.experiment import BASELINE, CONTROL
 
 from .. import stats
+from ._checks import check_rates
 from ._comparison import ExperimentComparison
 from ._family import compare_all
 from ._view import ReportView
@@ -137,6 +143,7 @@ def experiment_block(report: ReportView) -> dict[str, Any]:
             "total": report.total_tokens,
         },
         "metrics": dict(summary.metrics),
+        "checks": {name: rate.to_dict() for name, rate in check_rates(report.results).items()},
         "flaky": len(report.flaky_samples()),
         "pass_at_k": pass_at_k_block(report),
     }

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import stats
+from ._checks import check_rates
 from ._comparison import ExperimentComparison
 from ._export import default_baseline, pass_at_k_block
 from ._family import compare_all
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-__all__ = ["comparison_table", "experiment_table", "render_report"]
+__all__ = ["checks_table", "comparison_table", "experiment_table", "render_report"]
 
 _SHOWN_FLIPS = 5
 """How many regressed / improved sample ids a comparison lists before "+N more"."""
@@ -33,7 +34,8 @@ def render_report(
     """Print `report` to `console` (a new `Console()` by default).
 
     One table per experiment (n, pass rate and mean score with intervals, errors by kind,
-    latency, tokens, pass@k when samples repeat), then one table per comparison against
+    latency, tokens, pass@k when samples repeat) and its checks (per-check pass rates of
+    a combined evaluator, metric means), then one table per comparison against
     `baseline` (default: `baseline`, else `control`, else the first experiment).
     """
     if console is None:
@@ -44,6 +46,9 @@ def render_report(
     names = report.experiment_names
     for name in names:
         console.print(experiment_table(report.experiment(name), title=name))
+        checks = checks_table(report.experiment(name), title=f"{name}: checks")
+        if checks is not None:
+            console.print(checks)
     chosen = baseline if baseline is not None else default_baseline(names)
     if chosen is None:
         return
@@ -83,6 +88,25 @@ def experiment_table(report: ReportView, *, title: str) -> Table:
     if summary.n_clusters is not None:
         table.add_row("Intervals", f"clustered, {stats.plural(summary.n_clusters, 'cluster')}")
     _add_epochs(table, report)
+    return table
+
+
+def checks_table(report: ReportView, *, title: str) -> Table | None:
+    """Per-check pass rates (lowest first) and metric means of one experiment.
+
+    None when the scores have no named metrics (a single evaluator without metrics).
+    """
+    rates = check_rates(report.results)
+    if not rates:
+        return None
+    table = _table(title)
+    ordered = sorted(rates.values(), key=lambda r: (not r.is_pass_fail, r.pass_rate or 0.0, r.name))
+    for rate in ordered:
+        if rate.pass_rate is not None and rate.pass_rate_ci is not None:
+            text = f"{_pct(rate.pass_rate)} {_pct_interval(rate.pass_rate_ci)} (n={rate.n})"
+        else:
+            text = f"mean {rate.mean:.4g} {_interval(rate.mean_ci, '.4g')} (n={rate.n})"
+        table.add_row(rate.name, text)
     return table
 
 

@@ -119,6 +119,7 @@ async def evaluate(
     bundles: BundleScope | None = None,
     fail_fast: int = DEFAULT_FAIL_FAST,
     max_errors: int | None = None,
+    run_info: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
@@ -166,6 +167,9 @@ async def evaluate(
         fail_fast: Stop early when the first `fail_fast` results are all errors of the
             same kind and message (a broken configuration); 0: never.
         max_errors: Stop early once this many results are errors (None: no limit).
+        run_info: Facts about the run to keep with it (tags, a note, the dataset's source),
+            JSON-compatible: written into the manifest's `config` when the run is created
+            and into the report's `config`. Not part of the fingerprint.
         clock: Clock for latencies, deadlines and timestamps.
 
     Raises:
@@ -216,11 +220,17 @@ async def evaluate(
                 epochs=epochs, extra=fingerprint_extra, models=provenance.models(),
                 git_commit=commit,
             )  # fmt: skip
-            run.attach(run_store, fingerprint, resume, run_id, retry_errors, provenance)
+            run.attach(
+                run_store, fingerprint, resume, run_id, retry_errors, provenance, info=run_info
+            )
         else:
             run.run_id = run_id
         await run.execute()
-        extra: dict[str, Any] = {"evaluator": evaluator_name(evaluator), "target": runner.identity}
+        extra: dict[str, Any] = {
+            **(run_info or {}),
+            "evaluator": evaluator_name(evaluator),
+            "target": runner.identity,
+        }
         if response_cache is not None and before is not None:
             extra["cache"] = _stats_delta(before, response_cache.stats)
         return run.report(extra)
@@ -254,6 +264,7 @@ class EvaluateOptions(TypedDict, total=False):
     bundles: BundleScope | None
     fail_fast: int
     max_errors: int | None
+    run_info: Mapping[str, Any] | None
     clock: Clock
 
 

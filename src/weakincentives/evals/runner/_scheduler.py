@@ -157,11 +157,13 @@ class LocalRun:
         run_id: str | None,
         retry_errors: bool,
         provenance: RunProvenance | None = None,
+        *,
+        info: Mapping[str, Any] | None = None,
     ) -> None:
         """Create the stored run, or resume one (reading back what it already holds)."""
         s = self.settings
         if resume is None:
-            config = {"max_concurrent": s.max_concurrent, "timeout": s.timeout}
+            config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
             self.handle = store.create(
                 fingerprint, run_id=run_id, config=config, expected_results=self.planned,
                 provenance=None if provenance is None else serde.dump(provenance),

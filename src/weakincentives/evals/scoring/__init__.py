@@ -34,8 +34,10 @@ from ._judge import (
     PairwiseParams,
     PairwiseVerdict,
     PairwiseWinner,
+    judge_adapter,
     llm_judge,
     pairwise_judge,
+    with_judge_adapter,
 )
 from ._matchers import (
     json_equal,
@@ -114,6 +116,7 @@ __all__ = [
     "is_session_aware",
     "is_trajectory_scorer",
     "json_equal",
+    "judge_adapter",
     "latency_under",
     "llm_judge",
     "max_model_requests",
@@ -135,4 +138,5 @@ __all__ = [
     "tool_not_called",
     "tool_sequence",
     "trajectory_scorer",
+    "with_judge_adapter",
 ]

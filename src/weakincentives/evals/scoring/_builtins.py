@@ -40,15 +40,18 @@ from ._protocols import (
 )
 
 __all__ = [
+    "COMBINED_ATTR",
     "adapt",
     "all_of",
     "any_of",
     "classify_error",
+    "combined_parts",
     "contains",
     "contains_ci",
     "exact_match",
     "is_session_aware",
     "not_",
+    "recombine",
     "run_evaluator",
     "threshold",
 ]
@@ -196,8 +199,9 @@ def all_of(*evaluators: Any) -> Any:
 
     Every child runs, even after one fails, so the reason lists each verdict. The value is
     the mean of the children's values; the reason joins theirs as `name: reason; ...`;
-    the metrics hold each child's value under its name (weight 0) and each child's own
-    metrics as `name.metric` (weight 0). If children raise, the others still run and then
+    the metrics hold each child's value under its name (weight 0, its verdict in the
+    metadata as `passed`: per-check pass rates) and each child's own metrics as
+    `name.metric` (weight 0). If children raise, the others still run and then
     the first exception is re-raised, with a note naming the child.
 
     Example:
@@ -297,12 +301,36 @@ def _combine(
         def combined_aware(output: Any, expected: Any, session: _AnySession) -> Score:
             return run(output, expected, session)
 
+        setattr(combined_aware, COMBINED_ATTR, (kind, children))
         return named(combined_aware, name, aware=True, inline=inline, parts=tuple(evaluators))
 
     def combined(output: Any, expected: Any) -> Score:
         return run(output, expected, None)
 
+    setattr(combined, COMBINED_ATTR, (kind, children))
     return named(combined, name, aware=False, inline=inline, parts=tuple(evaluators))
+
+
+COMBINED_ATTR = "__wink_combined__"
+"""Where `all_of` / `any_of` keep their kind and children (to rebuild them)."""
+
+
+def combined_parts(evaluator: object) -> tuple[str, tuple[Callable[..., Any], ...]] | None:
+    """`("all_of" | "any_of", children)` of a combined evaluator, or None for any other."""
+    parts = getattr(evaluator, COMBINED_ATTR, None)
+    return parts if isinstance(parts, tuple) else None
+
+
+def recombine(kind: str, children: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    """`all_of(*children)` or `any_of(*children)` by name (see `combined_parts`).
+
+    Raises:
+        ConfigurationError: `kind` is neither.
+    """
+    if kind not in ("all_of", "any_of"):
+        raise ConfigurationError(f"cannot rebuild a {kind!r} evaluator")
+    builder = all_of if kind == "all_of" else any_of
+    return cast("Callable[..., Any]", builder(*children))
 
 
 def _reason(score: Score) -> str:
@@ -310,8 +338,8 @@ def _reason(score: Score) -> str:
 
 
 def _metrics(label: str, score: Score) -> list[Metric]:
-    """The child's value under its label, then its own metrics as `label.metric` (weight 0)."""
-    out = [Metric(label, score.value)]
+    """The child's value and verdict (`passed`), then its metrics as `label.metric`."""
+    out = [Metric(label, score.value, 0.0, {"passed": score.passed})]
     out += [Metric(f"{label}.{m.name}", m.value, 0.0, m.metadata) for m in score.metrics]
     return out
 

@@ -12,9 +12,9 @@ whether the verdict survived the swap; an inconsistent pair counts as a tie.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.adapters import PromptResponse, ProviderAdapter
@@ -23,6 +23,7 @@ from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime.session import Session, TokenUsage
 
 from .._records import ADAPTERS_ATTR, Metric, Score
+from ._builtins import combined_parts, recombine
 from ._protocols import Evaluator, named, show
 
 __all__ = [
@@ -39,8 +40,10 @@ __all__ = [
     "PairwiseParams",
     "PairwiseVerdict",
     "PairwiseWinner",
+    "judge_adapter",
     "llm_judge",
     "pairwise_judge",
+    "with_judge_adapter",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -225,7 +228,61 @@ def llm_judge(
             ),
         )
 
+    setattr(judge, _JUDGE_ATTR, (adapter, criterion, name))
     return named(judge, label, aware=False, adapters=(adapter,))
+
+
+_JUDGE_ATTR = "__wink_llm_judge__"
+"""Where an `llm_judge` evaluator keeps its adapter, criterion and name (to be rebuilt)."""
+
+
+def judge_adapter(evaluator: object) -> ProviderAdapter | None:
+    """The judge model of an `llm_judge` (or the first inside `all_of` / `any_of`), or None."""
+    found = _judges(evaluator)
+    return found[0] if found else None
+
+
+def _judges(evaluator: object) -> list[ProviderAdapter]:
+    parts = getattr(evaluator, _JUDGE_ATTR, None)
+    if parts is not None:
+        return [parts[0]]
+    combined = combined_parts(evaluator)
+    if combined is None:
+        return []
+    return [adapter for child in combined[1] for adapter in _judges(child)]
+
+
+def with_judge_adapter(
+    evaluator: Callable[..., Any],
+    adapter: ProviderAdapter | Callable[[ProviderAdapter], ProviderAdapter],
+) -> Callable[..., Any]:
+    """The same evaluator with every `llm_judge` in it asking another model.
+
+    Judges are found directly or inside `all_of` / `any_of`; each asks `adapter`, or
+    `adapter(old_adapter)` when it is a function (`--judge-model`). Criteria and names
+    are kept.
+
+    Raises:
+        ConfigurationError: `evaluator` holds no `llm_judge`.
+    """
+    if not _judges(evaluator):
+        raise ConfigurationError(f"{show(evaluator)} holds no llm_judge evaluator")
+    change = adapter if not hasattr(adapter, "evaluate") else (lambda _old: adapter)
+    return _rejudge(evaluator, cast("Callable[[ProviderAdapter], ProviderAdapter]", change))
+
+
+def _rejudge(
+    evaluator: Callable[..., Any], change: Callable[[ProviderAdapter], ProviderAdapter]
+) -> Callable[..., Any]:
+    parts = getattr(evaluator, _JUDGE_ATTR, None)
+    if parts is not None:
+        old, criterion, name = parts
+        return llm_judge(change(old), criterion, name=name)
+    combined = combined_parts(evaluator)
+    if combined is None or not _judges(evaluator):
+        return evaluator
+    kind, children = combined
+    return recombine(kind, [_rejudge(child, change) for child in children])
 
 
 # -- pairwise -------------------------------------------------------------------------
