@@ -44,6 +44,7 @@ try:
     import httpx2
     from google import genai
     from google.genai import errors as genai_errors
+    from google.genai import types as genai_types
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "GeminiAdapter needs the google-genai SDK: pip install 'weakincentives[gemini]'"
@@ -232,9 +233,9 @@ def _make_client(
             )
         api_key = _NO_KEY
     # No retry options: the SDK makes one attempt and the adapter retries on its clock.
-    options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    options = genai_types.HttpOptions(base_url=base_url) if base_url else None
     try:
-        made = genai.Client(api_key=api_key, vertexai=False, http_options=options or None)
+        made = genai.Client(api_key=api_key, vertexai=False, http_options=options)
     except (ValueError, genai_errors.APIError) as exc:
         raise ConfigurationError(f"cannot create the Gemini client: {exc}") from exc
     return made, base_url or _DEFAULT_BASE_URL, api_key
