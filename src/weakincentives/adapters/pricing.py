@@ -94,9 +94,9 @@ class PriceTable:
             return found
         best: str | None = None
         for key in self.prices:
-            if name.startswith(key) and _SNAPSHOT.match(name[len(key) :]):
-                if best is None or len(key) > len(best):
-                    best = key
+            longer = best is None or len(key) > len(best)
+            if longer and name.startswith(key) and _SNAPSHOT.match(name[len(key) :]):
+                best = key
         return None if best is None else self.prices[best]
 
     def cost(self, model: str | None, usage: TokenUsage) -> float | None:
