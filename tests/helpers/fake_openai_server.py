@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 __all__ = [
     "FakeOpenAIServer",
@@ -241,7 +241,7 @@ class FakeOpenAIServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> FakeOpenAIServer:
+    def start(self) -> Self:
         """Bind an ephemeral port and serve in a background thread."""
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
@@ -262,7 +262,7 @@ class FakeOpenAIServer:
             self._thread.join()
         self._httpd = self._thread = None
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
