@@ -19,11 +19,11 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
 
-from ._cache import ResponseCache, cached_model_call
+from ._cache import cached_model_call
 from ._loop import run_prompt
 from ._provenance import AdapterInfo, strip_credentials
 from ._retry import KeyFreeCache, RetryPolicy, check_limits
-from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
+from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["RemoteAdapter"]
 

@@ -28,7 +28,7 @@ from weakincentives.errors import (
     RateLimitError,
 )
 
-from ._cache import CacheStats, ResponseCache
+from ._types import CacheStats, ResponseCache
 
 __all__ = [
     "Failure",

@@ -31,7 +31,6 @@ from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import AdapterResponseError, ConfigurationError
 
 from ._anthropic_wire import decode_message, encode_request
-from ._cache import ResponseCache
 from ._openai_wire import excerpt, parse_retry_after
 from ._remote import RemoteAdapter
 from ._retry import (
@@ -41,7 +40,7 @@ from ._retry import (
     status_failure,
     timeout_failure,
 )
-from ._types import ModelRequest, ModelTurn
+from ._types import ModelRequest, ModelTurn, ResponseCache
 
 try:
     import anthropic

@@ -27,7 +27,6 @@ from typing import Any
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import AdapterResponseError, ConfigurationError
 
-from ._cache import ResponseCache
 from ._gemini_wire import decode_generation, encode_config, encode_contents, retry_delay
 from ._openai_wire import excerpt, parse_retry_after
 from ._remote import RemoteAdapter
@@ -38,7 +37,7 @@ from ._retry import (
     status_failure,
     timeout_failure,
 )
-from ._types import ModelRequest, ModelTurn
+from ._types import ModelRequest, ModelTurn, ResponseCache
 
 try:
     import httpx2
