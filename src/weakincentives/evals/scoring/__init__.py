@@ -34,6 +34,7 @@ from ._judge import (
     PairwiseParams,
     PairwiseVerdict,
     PairwiseWinner,
+    judge_cost_of,
     llm_judge,
     pairwise_judge,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "is_session_aware",
     "is_trajectory_scorer",
     "json_equal",
+    "judge_cost_of",
     "latency_under",
     "llm_judge",
     "max_model_requests",
