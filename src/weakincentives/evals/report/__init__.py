@@ -2,9 +2,10 @@
 
 Holds `EvalReport` (`_report.py`), the per-result analysis it is built on (`group_by`,
 `summarize`, flaky samples: `_analysis.py`), paired A/B comparisons (`_comparison.py`),
-the JSON export (`_export.py`), the terminal tables (`_render.py`) and `save`/`load`
-(`_persistence.py`). The numbers themselves come from `evals.stats`. It may import the
-shared records, `stats` and `store` (to read a run directory); not `runner` or `loop`.
+the JSON export (`_export.py`), the terminal tables (`_render.py`), costs and cost
+deltas (`_cost.py`) and `save`/`load` (`_persistence.py`). The numbers themselves come
+from `evals.stats`. It may import the shared records, `stats` and `store` (to read a run
+directory); not `runner` or `loop`.
 """
 
 from ._analysis import (
@@ -22,6 +23,15 @@ from ._comparison import (
     Outcomes,
     compare_outcomes,
     compare_results,
+)
+from ._cost import (
+    CostDelta,
+    CostSummary,
+    cost_delta,
+    cost_summary,
+    format_usd,
+    paired_cost_delta,
+    summarize_costs,
 )
 from ._export import (
     report_to_dict,
@@ -41,6 +51,8 @@ from ._report import (
 __all__ = [
     "REPORT_FORMAT",
     "REPORT_VERSION",
+    "CostDelta",
+    "CostSummary",
     "EvalReport",
     "ExperimentComparison",
     "FlakySample",
@@ -52,9 +64,14 @@ __all__ = [
     "compare_all",
     "compare_outcomes",
     "compare_results",
+    "cost_delta",
+    "cost_summary",
     "flaky_samples",
+    "format_usd",
     "group_by",
+    "paired_cost_delta",
     "render_report",
     "report_to_dict",
     "summarize",
+    "summarize_costs",
 ]

@@ -17,7 +17,15 @@ from typing import Any
 from .. import stats
 from .._records import EvalResult
 
-__all__ = ["CostDelta", "CostSummary", "cost_delta", "cost_summary", "format_usd"]
+__all__ = [
+    "CostDelta",
+    "CostSummary",
+    "cost_delta",
+    "cost_summary",
+    "format_usd",
+    "paired_cost_delta",
+    "summarize_costs",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,26 +120,27 @@ class CostDelta:
         return text + f", {self.n_pairs} priced pairs"
 
 
-def _total(result: EvalResult) -> float | None:
-    if result.cost is None:
-        return None
-    return result.cost + (result.judge_cost or 0.0)
-
-
 def cost_summary(results: Iterable[EvalResult]) -> CostSummary:
     """Add up what `results` cost (see `CostSummary`)."""
+    return summarize_costs((r.cost, r.judge_cost) for r in results)
+
+
+def summarize_costs(costs: Iterable[tuple[float | None, float | None]]) -> CostSummary:
+    """`CostSummary` of `(agent cost, judge cost)` pairs, one per result (None: unpriced).
+
+    The function behind every view of a run's cost (report, JSON, HTML, viewer).
+    """
     n = priced = 0
     agent = judge = 0.0
     per: list[float] = []
-    for r in results:
+    for cost, judge_cost in costs:
         n += 1
-        judge += r.judge_cost or 0.0
-        total = _total(r)
-        if total is None:
+        judge += judge_cost or 0.0
+        if cost is None:
             continue
         priced += 1
-        agent += r.cost or 0.0
-        per.append(total)
+        agent += cost
+        per.append(cost + (judge_cost or 0.0))
     mean, low, high = _mean_ci(per)
     return CostSummary(
         n=n,
@@ -145,13 +154,34 @@ def cost_summary(results: Iterable[EvalResult]) -> CostSummary:
     )
 
 
+CostRow = tuple[str, int, "float | None", "float | None"]
+"""`(sample_id, epoch, cost, judge_cost)` of one result."""
+
+
 def cost_delta(baseline: Iterable[EvalResult], treatment: Iterable[EvalResult]) -> CostDelta | None:
     """The paired cost difference, or None when no pair has both costs."""
-    before = {(r.sample_id, r.epoch): _total(r) for r in baseline}
+    return paired_cost_delta(
+        ((r.sample_id, r.epoch, r.cost, r.judge_cost) for r in baseline),
+        ((r.sample_id, r.epoch, r.cost, r.judge_cost) for r in treatment),
+    )
+
+
+def _row_total(row: CostRow) -> float | None:
+    return None if row[2] is None else row[2] + (row[3] or 0.0)
+
+
+def paired_cost_delta(
+    baseline: Iterable[CostRow], treatment: Iterable[CostRow]
+) -> CostDelta | None:
+    """`cost_delta` over `(sample_id, epoch, cost, judge_cost)` rows (what the viewer has).
+
+    Pairs are results of the same sample and epoch where both sides are priced.
+    """
+    before = {(row[0], row[1]): _row_total(row) for row in baseline}
     differences: list[float] = []
     base: list[float] = []
-    for r in treatment:
-        after, earlier = _total(r), before.get((r.sample_id, r.epoch))
+    for row in treatment:
+        after, earlier = _row_total(row), before.get((row[0], row[1]))
         if after is not None and earlier is not None:
             differences.append(after - earlier)
             base.append(earlier)
