@@ -2,9 +2,10 @@
 
 Exit codes of `wink eval run`: 0 done, 1 a pass rate is below `--fail-under`, 2 a usage
 or configuration error (bad TARGET, a dataset error with its file:line, a run that cannot
-be resumed), 130 interrupted (Ctrl-C: the run is marked interrupted; `--resume RUN`
-continues it without re-running what was recorded). `report` and `compare` exit 2 when
-the run cannot be read.
+be resumed), 3 stopped by `--max-cost` (the run is incomplete and saved as interrupted;
+`--resume RUN` with a higher `--max-cost` continues it), 130 interrupted (Ctrl-C: the run
+is marked interrupted; `--resume RUN` continues it without re-running what was recorded).
+`report` and `compare` exit 2 when the run cannot be read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 
 from weakincentives.adapters import CacheableAdapter, CacheStats
+from weakincentives.adapters.pricing import load_prices
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     BASELINE,
@@ -46,6 +48,7 @@ from ._console import (
     interrupts_as_keyboard_interrupt,
     print_error,
 )
+from ._cost import MaxCostOption, PriceFileOption, PriceOption, stop_at_cost_limit
 from ._experiments import parse_experiments
 from ._hints import Hints
 from ._report import compare_command, report_command
@@ -256,6 +259,9 @@ def _run(
     value_limit: Annotated[
         int, typer.Option(min=1, help="Characters of input and expected kept per result.")
     ] = DEFAULT_VALUE_LIMIT,
+    price: PriceOption = None,
+    prices: PriceFileOption = None,
+    max_cost: MaxCostOption = None,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
     if run_id is not None and resume is not None:
@@ -264,6 +270,10 @@ def _run(
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     if redis is not None:
         _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
+    try:
+        price_table = load_prices(prices, price or ())
+    except ConfigurationError as exc:
+        _fail(exc)
     the_id = resume or run_id or new_run_id(datetime.now(UTC))
     hints = Hints(
         target=target, dataset=dataset, evaluators=evaluator or (), experiments=experiment or (),
@@ -301,6 +311,7 @@ def _run(
                     fail_fast=fail_fast, max_errors=max_errors, dataset_path=dataset,
                     bundles=cast("Literal['all', 'failed'] | None", bundles),
                     record_inputs=record_inputs, value_limit=value_limit,
+                    prices=price_table, max_cost=max_cost,
                 )  # fmt: skip
         except KeyboardInterrupt:
             name = Path(the_id).name
@@ -308,6 +319,7 @@ def _run(
         except (WinkError, ValueError) as exc:
             _fail(exc)
     _print_run(report, plan, hints, as_json=as_json)
+    stop_at_cost_limit(report, max_cost, Path(the_id).name, error_console())
     _check_complete(report, hints)
     _check_threshold(report, fail_under)
 

@@ -191,6 +191,10 @@ class LocalRun:
     async def execute(self) -> None:
         """Run every planned key not done yet; finish the stored run either way."""
         status: RunStatus = "interrupted"
+        if self.max_cost is not None:
+            # The budget is the run's: what a resumed run spent before counts.
+            for earlier in self.earlier.values():
+                self._spend(earlier)
         try:
             self.progress.start(self.planned, done=len(self.earlier))
             blocking = self._blocking_call()
@@ -486,7 +490,7 @@ def slim(result: EvalResult) -> EvalResult:
         error_kind=result.error_kind, epoch=result.epoch, run_id=result.run_id,
         usage=NO_USAGE if usage is NO_USAGE or usage == NO_USAGE else usage,
         metadata=result.metadata or _EMPTY, delivery_count=result.delivery_count,
-        environment=result.environment,
+        environment=result.environment, cost=result.cost, judge_cost=result.judge_cost,
     )  # fmt: skip
 
 
