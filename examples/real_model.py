@@ -17,8 +17,9 @@ the default), `AnthropicAdapter` (`--provider anthropic`) or `GeminiAdapter`
     export GEMINI_API_KEY=... GEMINI_MODEL=gemini-2.5-flash
     .venv/bin/python examples/real_model.py --provider gemini --n 40
 
-At the end it prints what the agent's calls cost, from the package price table (override
-a model with `--price MODEL=IN,OUT` in dollars per million tokens, or `--prices FILE`).
+At the end it prints what the run cost (agent and judge), from the package price table
+(override a model with `--price MODEL=IN,OUT` in dollars per million tokens, or
+`--prices FILE`); a model the table does not know is reported as unpriced.
 
 The run is stored and resumable like any other: after Ctrl-C, run it again with
 `--resume RUN_ID` and only the missing results are computed. The adapters describe
@@ -40,9 +41,9 @@ from calc_agent import Expected, Question, build_agent, careful_overrides, write
 from calc_suite import EXPERIMENTS, make_evaluator, overrides_root
 from rich.console import Console
 
-from weakincentives.adapters.pricing import PriceTable, load_prices
+from weakincentives.adapters.pricing import load_prices
 from weakincentives.errors import ConfigurationError
-from weakincentives.evals import Dataset, EvalReport, RunStore, run_eval
+from weakincentives.evals import Dataset, EvalReport, RunStore, cost_summary, run_eval
 from weakincentives.runtime.session import TokenUsage
 
 PROVIDERS = {"openai": "OPENAI", "anthropic": "ANTHROPIC", "gemini": "GEMINI"}
@@ -64,17 +65,11 @@ def make_adapter(provider: str, model: str) -> Any:
     return OpenAIAdapter(model, temperature=0.0)
 
 
-def cost_line(report: EvalReport, model: str, prices: PriceTable) -> str:
-    """What the agent's calls in `report` cost, or why it is unpriced."""
+def cost_line(report: EvalReport) -> str:
+    """What the run cost (agent and judge), as every view of it shows it."""
     usage = sum((r.usage for r in report.results), TokenUsage())
     tokens = f"{usage.input_tokens} in ({usage.cached_tokens} cached), {usage.output_tokens} out"
-    cost = prices.cost(model, usage)
-    if cost is None:
-        return (
-            f"Agent cost: unpriced ({model} is not in the price table; --price adds it); {tokens}"
-        )
-    per = cost / len(report.results) if report.results else 0.0
-    return f"Agent cost: ${cost:.4f} (${per:.5f} per sample; {tokens}; prices of {prices.taken})"
+    return f"Cost: {cost_summary(report.results).describe()}; agent tokens {tokens}"
 
 
 def main(argv: list[str]) -> int:
@@ -108,11 +103,11 @@ def main(argv: list[str]) -> int:
             build_agent(agent_model, overrides=careful_overrides(overrides_root())),
             make_evaluator(judge_model),
             experiments=EXPERIMENTS, max_concurrent=args.concurrency,
-            store=RunStore(args.runs_dir), resume=args.resume, dataset_path=path,
+            store=RunStore(args.runs_dir), resume=args.resume, dataset_path=path, prices=prices,
         )  # fmt: skip
     console = Console()
     report.render(console, baseline="baseline")
-    console.print(cost_line(report, model, prices), highlight=False)
+    console.print(cost_line(report), highlight=False)
     console.print(f"Run directory: {args.runs_dir / (report.run_id or '')}", highlight=False)
     return 0
 

@@ -25,6 +25,7 @@ from tests.helpers.fake_openai_server import FakeOpenAIServer, RecordedRequest, 
 from weakincentives import serde
 from weakincentives.adapters import ModelRequest
 from weakincentives.evals import EvalReport
+from weakincentives.evals.report import format_usd
 from weakincentives.runtime import ChatMessage, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,10 +242,11 @@ def anthropic_offline_server(examples: dict[str, ModuleType]) -> FakeAnthropicSe
             examples["calc_agent"].offline_model if agent else examples["calc_suite"].offline_judge
         )
         reply = model(ModelRequest(messages=messages, turn=turn))
+        # Like the real API, the answer names the model that was asked for.
         if reply.tool_calls:
             uses = [(c.name, json.loads(c.arguments)) for c in reply.tool_calls]
-            return message(tool_uses=uses, usage=CACHED_USAGE)
-        return message(serde.dumps(reply.output).decode(), usage=CACHED_USAGE)
+            return message(tool_uses=uses, usage=CACHED_USAGE, model=body["model"])
+        return message(serde.dumps(reply.output).decode(), usage=CACHED_USAGE, model=body["model"])
 
     return FakeAnthropicServer(default=respond)
 
@@ -277,6 +279,16 @@ def test_real_model_example_runs_against_an_anthropic_server_and_prints_its_cost
     assert sum(u.cached_tokens for u in usage) == 1000 * calls
     assert sum(u.input_tokens for u in usage) == 1200 * calls
     # claude-haiku-4-5: $1 in, $0.10 cached, $5 out per million tokens.
-    expected = calls * (200 * 1.0 + 1000 * 0.1 + 30 * 5.0) / 1e6
+    per_call = (200 * 1.0 + 1000 * 0.1 + 30 * 5.0) / 1e6
+    expected = calls * per_call
     out = capsys.readouterr().out
-    assert f"Agent cost: ${expected:.4f}" in out
+    total = format_usd(expected)
+    assert f"Cost: {total} (agent {total}, no priced judge calls)" in out
+    # Each stored result has its transcript (tool calls included) and its cost; the judge's
+    # model is not in the price table, so its cost is unpriced (None), not zero.
+    # (One sample's agent made several calls: its cost is at least one call's.)
+    assert sum(r.cost or 0.0 for r in report.results) == pytest.approx(expected)
+    assert all(r.cost is not None and r.cost >= per_call for r in report.results)
+    assert all(r.judge_cost is None for r in report.results)
+    assert all(r.messages and r.tool_calls for r in report.results)
+    assert "unpriced" not in out

@@ -71,9 +71,11 @@ class CostSummary:
         """One line for a report: total, split, per sample with its interval, unpriced."""
         if not self.priced:
             return f"unpriced ({self.n} results; add the model with --price MODEL=IN,OUT)"
+        # No judge cost is either no judge or an unpriced one: say so rather than "$0".
+        judge = f"judge {format_usd(self.judge_usd)}" if self.judge_usd else "no priced judge calls"
         text = (
-            f"{format_usd(self.total_usd)} (agent {format_usd(self.agent_usd)}, judge "
-            f"{format_usd(self.judge_usd)}); {format_usd(self.mean_usd)}/sample"
+            f"{format_usd(self.total_usd)} (agent {format_usd(self.agent_usd)}, {judge}); "
+            f"{format_usd(self.mean_usd)}/sample"
         )
         if not math.isnan(self.low_usd):
             text += f" [{format_usd(self.low_usd)}, {format_usd(self.high_usd)}]"
