@@ -126,3 +126,13 @@ def test_max_cost_stops_with_exit_3_and_a_higher_limit_resumes(work: Path) -> No
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["total"] == 8
     assert len(results.read_text().splitlines()) == 8
+
+
+@pytest.mark.parametrize(
+    "args", [["--max-cost", "1"], ["--price", "m=1,2"], ["--prices", "prices.json"]]
+)
+def test_cost_options_are_refused_with_redis(work: Path, args: list[str]) -> None:
+    out = run("--redis", "redis://127.0.0.1:1", *args)
+
+    assert out.exit_code == 2
+    assert "cannot be used with --redis" in out.stderr

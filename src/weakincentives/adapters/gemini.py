@@ -168,7 +168,7 @@ class GeminiAdapter(RemoteAdapter):
                 model=self.model, contents=contents, config=request_config
             )
             raw = response.sdk_http_response
-            return raw.body or "" if raw is not None else ""
+            return (raw.body or "") if raw is not None else ""
 
         body = send_with_retries(
             send,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -83,11 +82,22 @@ class PriceTable:
     """When the prices were read off the providers' pages (ISO date), if known."""
     sources: tuple[str, ...] = ()
     """Where each layer of the table came from (package data, a user file, --price)."""
+    _found: dict[str, ModelPrice | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Lookups made so far (a run prices the same few names once per sample)."""
 
     def lookup(self, model: str | None) -> ModelPrice | None:
         """The price of `model`, or None when it is unpriced."""
         if not model:
             return None
+        try:
+            return self._found[model]
+        except KeyError:
+            found = self._found[model] = self._search(model)
+            return found
+
+    def _search(self, model: str) -> ModelPrice | None:
         name = model.removeprefix("models/")
         found = self.prices.get(name)
         if found is not None:
@@ -151,6 +161,8 @@ def load_prices(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 
 def _layer_file(table: PriceTable, path: Path) -> PriceTable:
+    import tomllib  # only for a TOML file: not on the import path of every run
+
     try:
         raw = path.read_bytes()
         data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)

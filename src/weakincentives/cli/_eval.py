@@ -269,7 +269,10 @@ def _run(
     if bundles not in (None, "all", "failed"):
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     if redis is not None:
-        _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
+        _refuse_local_flags(
+            evaluator=evaluator, timeout=timeout, concurrency=concurrency,
+            max_cost=max_cost, price=price, prices=prices,
+        )  # fmt: skip
     try:
         price_table = load_prices(prices, price or ())
     except ConfigurationError as exc:
@@ -365,14 +368,23 @@ def _sample_timeout(timeout: float | None) -> float | None:
     return timeout or None
 
 
-def _refuse_local_flags(*, evaluator: Any, timeout: Any, concurrency: Any) -> None:
+def _refuse_local_flags(
+    *, evaluator: Any, timeout: Any, concurrency: Any, max_cost: Any, price: Any, prices: Any
+) -> None:
     """With `--redis`, the workers decide these: refuse them rather than ignore them."""
+    priced = "the workers price results with their own table: EvalLoopConfig(prices=...)"
     where = {
         "--evaluator": "the workers score with their WorkerSpec's evaluator",
         "--timeout": "set it on the workers: WorkerSpec(config=EvalLoopConfig(timeout=...))",
         "--concurrency": "give each worker `wink worker --concurrency N`",
+        "--max-cost": "a spending limit applies to local runs",
+        "--price": priced,
+        "--prices": priced,
     }
-    flags = {"--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency}
+    flags = {
+        "--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency,
+        "--max-cost": max_cost, "--price": price, "--prices": prices,
+    }  # fmt: skip
     given = [flag for flag, value in flags.items() if value is not None and value != []]
     if given:
         reasons = "; ".join(f"{flag}: {where[flag]}" for flag in given)
