@@ -166,7 +166,8 @@ def _row(d: dict[str, Any], dumps: Callable[[Any], str]) -> tuple[Any, ...]:
         d["error"] is None and score["passed"], score["value"], score["reason"], reward,
         d["latency_ms"], usage["input_tokens"], usage["output_tokens"],
         usage["cached_tokens"], usage["input_tokens"] + usage["output_tokens"],
-        d.get("cost"), d.get("judge_cost"), d["error_kind"], d["error"], dumps(d["metadata"]), dumps(d["output"]),
+        d.get("cost"), d.get("judge_cost"), d["error_kind"], d["error"], dumps(d["metadata"]),
+        dumps(d["output"]),
         dumps({m["name"]: m["value"] for m in metrics}), d["bundle_path"],
         d["delivery_count"],
     )  # fmt: skip
