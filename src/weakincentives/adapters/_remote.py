@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 from weakincentives.clock import Clock
+from weakincentives.errors import ConfigurationError
 from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
@@ -53,8 +54,12 @@ class RemoteAdapter:
         rng: random.Random | None,
         cache: ResponseCache | None,
         cache_nondeterministic: bool,
+        output_retries: int = 1,
     ) -> None:
         check_limits(max_turns=max_turns, max_retries=max_retries, timeout=timeout)
+        if output_retries < 0:
+            raise ConfigurationError(f"output_retries must be 0 or more, got {output_retries}")
+        self.output_retries = output_retries
         self.model = model
         self.max_turns = max_turns
         self.max_retries = max_retries
@@ -91,6 +96,10 @@ class RemoteAdapter:
             params["extra_body"] = dict(self.extra_body)
         return params
 
+    def _limits(self) -> dict[str, Any]:
+        """Limits recorded with the provenance (they change what a run can do)."""
+        return {"max_turns": self.max_turns, "output_retries": self.output_retries}
+
     # -- shared -----------------------------------------------------------------------
 
     @property
@@ -110,7 +119,7 @@ class RemoteAdapter:
             provider=self.provider,
             model=self.model,
             base_url=strip_credentials(self.base_url),
-            parameters=self._parameters(),
+            parameters={**self._parameters(), **self._limits()},
             adapter=f"{cls.__module__}.{cls.__qualname__}",
             version=self._sdk_version(),
         )
@@ -171,6 +180,7 @@ class RemoteAdapter:
             budget=budget,
             heartbeat=heartbeat,
             max_turns=self.max_turns,
+            output_retries=self.output_retries,
             clock=self.clock,
         )
 

@@ -80,6 +80,8 @@ class AnthropicAdapter(RemoteAdapter):
         rng: Random source for backoff jitter (seed it for reproducible waits).
         cache: Response cache for model turns (None: every turn calls the server).
         cache_nondeterministic: Cache turns even at a sampling temperature.
+        output_retries: Times a final answer that does not parse into the output type is
+            sent back to the model with the parse error (0: fail at once).
 
     Raises:
         ConfigurationError: no model, no API key for Anthropic itself, or a bad limit.
@@ -106,6 +108,7 @@ class AnthropicAdapter(RemoteAdapter):
         rng: random.Random | None = None,
         cache: ResponseCache | None = None,
         cache_nondeterministic: bool = False,
+        output_retries: int = 1,
     ) -> None:
         model = model or os.environ.get("ANTHROPIC_MODEL")
         if not model:
@@ -124,6 +127,7 @@ class AnthropicAdapter(RemoteAdapter):
             rng=rng,
             cache=cache,
             cache_nondeterministic=cache_nondeterministic,
+            output_retries=output_retries,
         )
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
@@ -141,7 +145,7 @@ class AnthropicAdapter(RemoteAdapter):
         self._client.close()
 
     def _sdk_version(self) -> str:
-        return f"anthropic {anthropic.__version__}"
+        return str(anthropic.__version__)
 
     def _parameters(self) -> dict[str, Any]:
         return {

@@ -78,6 +78,8 @@ class GeminiAdapter(RemoteAdapter):
         rng: Random source for backoff jitter (seed it for reproducible waits).
         cache: Response cache for model turns (None: every turn calls the server).
         cache_nondeterministic: Cache turns even at a sampling temperature.
+        output_retries: Times a final answer that does not parse into the output type is
+            sent back to the model with the parse error (0: fail at once).
 
     Raises:
         ConfigurationError: no model, no API key for Google itself, or a bad limit.
@@ -103,6 +105,7 @@ class GeminiAdapter(RemoteAdapter):
         rng: random.Random | None = None,
         cache: ResponseCache | None = None,
         cache_nondeterministic: bool = False,
+        output_retries: int = 1,
     ) -> None:
         model = model or os.environ.get("GEMINI_MODEL")
         if not model:
@@ -120,6 +123,7 @@ class GeminiAdapter(RemoteAdapter):
             rng=rng,
             cache=cache,
             cache_nondeterministic=cache_nondeterministic,
+            output_retries=output_retries,
         )
         self.max_output_tokens = max_output_tokens
         self.thinking_budget = thinking_budget
@@ -137,7 +141,7 @@ class GeminiAdapter(RemoteAdapter):
         self._client.close()
 
     def _sdk_version(self) -> str:
-        return f"google-genai {genai.__version__}"
+        return str(genai.__version__)
 
     def _parameters(self) -> dict[str, Any]:
         return {
