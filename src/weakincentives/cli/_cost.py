@@ -10,6 +10,8 @@ import typer
 from weakincentives.evals import EvalReport, cost_summary
 from weakincentives.evals.report import format_usd
 
+from ._console import EXIT_INCOMPLETE
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -21,7 +23,7 @@ __all__ = [
     "stop_at_cost_limit",
 ]
 
-EXIT_COST_LIMIT = 3
+EXIT_COST_LIMIT = EXIT_INCOMPLETE
 """`--max-cost` was reached: the run is incomplete (saved as interrupted, resumable)."""
 
 PriceOption = Annotated[
