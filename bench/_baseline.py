@@ -49,16 +49,19 @@ def result_line(sample: Sample[Any, Any], output: Any, latency_ms: float, run_id
         "epoch": 0,
         "request_id": str(uuid.uuid4()),
         "run_id": run_id,
-        "usage": {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+                  "cache_write_tokens": 0, "reasoning_tokens": 0},
         "metadata": {},
         "output": output,
         "messages": [{"role": "assistant", "content": output, "tool_calls": [],
-                      "tool_call_id": None, "name": None}],
+                      "tool_call_id": None, "name": None, "thinking": [], "is_error": False}],
         "tool_calls": [],
         "delivery_count": 1,
         "environment": None,
         "input": sample.input,
         "expected": expected,
+        "cost": None,
+        "judge_cost": None,
     }  # fmt: skip
     return json.dumps(line, separators=(",", ":")).encode() + b"\n"
 

@@ -166,7 +166,8 @@ def _row(d: dict[str, Any], dumps: Callable[[Any], str]) -> tuple[Any, ...]:
         d["error"] is None and score["passed"], score["value"], score["reason"], reward,
         d["latency_ms"], usage["input_tokens"], usage["output_tokens"],
         usage["cached_tokens"], usage["input_tokens"] + usage["output_tokens"],
-        d["error_kind"], d["error"], dumps(d["metadata"]), dumps(d["output"]),
+        d.get("cost"), d.get("judge_cost"), d["error_kind"], d["error"], dumps(d["metadata"]),
+        dumps(d["output"]),
         dumps({m["name"]: m["value"] for m in metrics}), d["bundle_path"],
         d["delivery_count"],
     )  # fmt: skip
@@ -176,8 +177,8 @@ def _python_load(run: Path) -> tuple[float, float]:
     """The baseline: json.loads per line, rows built in Python, executemany in batches."""
     timer = _Timer()
     conn = sqlite3.connect(":memory:")
-    conn.execute(f"CREATE TABLE results ({', '.join(f'c{i}' for i in range(21))})")
-    insert = f"INSERT INTO results VALUES ({', '.join('?' * 21)})"
+    conn.execute(f"CREATE TABLE results ({', '.join(f'c{i}' for i in range(23))})")
+    insert = f"INSERT INTO results VALUES ({', '.join('?' * 23)})"
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     batch: list[tuple[Any, ...]] = []
     with (run / "results.jsonl").open("rb") as f:

@@ -10,7 +10,9 @@ What happens:
 3. Each answer is scored by output checks, session checks and an LLM judge
    (`calc_suite.py`), 16 samples at a time, and appended to a run directory as it completes.
 4. The report prints pass rates with intervals and the paired comparison of the two
-   experiments, then the commands to resume, query and view the run.
+   experiments, what the run would have cost (the offline models are priced like
+   gpt-4o-mini, with `--price`-style overrides), then the commands to resume, query and
+   view the run.
 
 No API key or network is needed. Options: `--n N` (or `WINK_DEMO_N`) questions (default
 240), `--runs-dir DIR` (default `runs`).
@@ -31,11 +33,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from weakincentives.adapters.pricing import load_prices
 from weakincentives.evals import (
     CallbackProgress,
     Dataset,
     EvalReport,
     RunStore,
+    cost_summary,
     new_run_id,
     run_eval,
 )
@@ -118,6 +122,7 @@ def main(argv: list[str]) -> int:
             dataset, make_agent(), suite.evaluator,
             experiments=EXPERIMENTS, max_concurrent=args.concurrency,
             store=RunStore(args.runs_dir), run_id=run_id, progress=progress_bar(console),
+            prices=DEMO_PRICES,
         )  # fmt: skip
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: what finished is saved.")
@@ -127,8 +132,23 @@ def main(argv: list[str]) -> int:
         return 130
     report.render(console, baseline="baseline")
     console.print(slice_table(report, "category"))
+    console.print(cost_line(report), highlight=False, soft_wrap=True)
     console.print(next_steps(args.runs_dir, run_id, dataset_path), highlight=False, soft_wrap=True)
     return 0
+
+
+DEMO_PRICES = load_prices(
+    overrides=["offline-calc-model=0.15,0.60,0.075", "offline-judge-model=0.15,0.60,0.075"]
+)
+"""The package's price table, with the offline models priced like gpt-4o-mini."""
+
+
+def cost_line(report: EvalReport) -> str:
+    """The run's cost, agent and judge, as if the offline models were gpt-4o-mini."""
+    return (
+        f"Cost: {cost_summary(report.results).describe()} "
+        "(offline models priced like gpt-4o-mini: $0.15 in, $0.60 out per million tokens)"
+    )
 
 
 if __name__ == "__main__":

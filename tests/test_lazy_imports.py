@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("numpy", "rich", "starlette", "uvicorn")
+HEAVY = ("numpy", "rich", "starlette", "uvicorn", "anthropic", "google.genai")
 """Third-party packages that must stay unloaded."""
 
 VIEWER = (

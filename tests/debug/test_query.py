@@ -161,6 +161,7 @@ def test_results_has_one_row_per_key_and_the_last_line_wins(run_dir: Path) -> No
         "request_id": "req-s1-baseline-0", "passed": 1, "score": pytest.approx(0.875),
         "reason": "exact", "reward": pytest.approx(0.875), "latency_ms": 102.0,
         "input_tokens": 20, "output_tokens": 5, "cached_tokens": 2, "total_tokens": 25,
+        "cost_usd": None, "judge_cost_usd": None,
         "error_kind": None, "error": None, "metadata": '{"topic":"math","level":2}',
         "output": '{"answer":"4"}', "input": None, "expected": None,
         "metrics": '{"correct":1.0,"style":0.5,"turns":2.0}',

@@ -28,7 +28,9 @@ from weakincentives.evals import (
     RunStore,
     Score,
     compare_results,
+    cost_delta,
 )
+from weakincentives.evals.report import CostDelta
 
 SAMPLES = 30
 
@@ -50,6 +52,9 @@ def _result(experiment: str, i: int, epoch: int) -> EvalResult:
         latency_ms=10.0 + i,
         error=error,
         error_kind="timeout" if error else None,
+        # Every seventh result unpriced; the treatment costs more; some judged.
+        cost=None if i % 7 == 3 else 0.001 * (i + 1) * (1 + shift),
+        judge_cost=0.0005 if i % 2 else None,
     )
 
 
@@ -83,7 +88,10 @@ def _flip_side(result: EvalResult, ids: dict[tuple[str, int], int]) -> dict[str,
 
 
 def _expected(
-    c: ExperimentComparison, sides: tuple[dict[str, Any], ...], ids: tuple[dict[Any, int], ...]
+    c: ExperimentComparison,
+    sides: tuple[dict[str, Any], ...],
+    ids: tuple[dict[Any, int], ...],
+    cost: CostDelta | None = None,
 ) -> dict[str, Any]:
     """How the viewer rendered `compare_results` before it read the index's columns."""
     test, scores = c.mcnemar, c.score_paired
@@ -125,6 +133,7 @@ def _expected(
         "regressions_count": len(c.regressions), "improvements_count": len(c.improvements),
         "unpaired_baseline": len(c.unpaired_baseline),
         "unpaired_treatment": len(c.unpaired_treatment), "duplicates": c.duplicates,
+        "cost_delta": None if cost is None else cost.to_dict(),
     }  # fmt: skip
     return {k: serde.json_safe(v) for k, v in data.items()}
 
@@ -150,7 +159,9 @@ def test_compare_equals_compare_results_on_full_results(
         for e in ("baseline", "treatment")
     )
     sides = tuple({"run_id": "run", "experiment": e} for e in ("baseline", "treatment"))
-    assert got == _expected(comparison, sides, ids)
+    cost = cost_delta(of["baseline"], of["treatment"])
+    assert cost is not None and cost.n_pairs > 0
+    assert got == _expected(comparison, sides, ids, cost)
     # The run exercises what it should: errors, flips both ways, unpaired, epochs.
     assert len(got["regressions"]) == min(got["regressions_count"], max_flips) > 0
     assert got["improvements_count"] > 0

@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.fake_anthropic_server import FakeAnthropicServer, anthropic_usage, message
 from tests.helpers.fake_openai_server import FakeOpenAIServer, RecordedRequest, Reply, completion
 from weakincentives import serde
 from weakincentives.adapters import ModelRequest
 from weakincentives.evals import EvalReport
+from weakincentives.evals.report import format_usd
 from weakincentives.runtime import ChatMessage, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,3 +198,97 @@ def test_real_model_example_runs_against_an_openai_compatible_endpoint(
     assert (models["agent"]["model"], models["judge"]["model"]) == ("agent-model", "judge-model")
     assert models["agent"]["parameters"]["temperature"] == 0.0
     assert manifest["provenance"]["dataset"]["path"].endswith("calc-questions-8.jsonl")
+
+
+# -- real_model.py --provider anthropic against a Messages API server ------------------------------
+
+
+def _anthropic_messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
+    out: list[ChatMessage] = []
+    for m in body["messages"]:
+        if m["role"] == "assistant":
+            texts = [b["text"] for b in m["content"] if b["type"] == "text"]
+            calls = tuple(
+                ToolCall(b["id"], b["name"], json.dumps(b["input"]))
+                for b in m["content"]
+                if b["type"] == "tool_use"
+            )
+            out.append(
+                ChatMessage(role="assistant", content="".join(texts) or None, tool_calls=calls)
+            )
+            continue
+        for b in m["content"]:
+            if b["type"] == "tool_result":
+                out.append(
+                    ChatMessage(role="tool", content=b["content"], tool_call_id=b["tool_use_id"])
+                )
+            else:
+                out.append(ChatMessage(role="user", content=b["text"]))
+    return tuple(out)
+
+
+CACHED_USAGE = anthropic_usage(200, 30, cache_read=1000, cache_write=0)
+
+
+def anthropic_offline_server(examples: dict[str, ModuleType]) -> FakeAnthropicServer:
+    """A Messages API server answering like the offline agent model and judge."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        body = request.json()
+        messages = _anthropic_messages(body)
+        turn = sum(1 for m in messages if m.role == "assistant")
+        agent = bool(body.get("tools"))
+        model = (
+            examples["calc_agent"].offline_model if agent else examples["calc_suite"].offline_judge
+        )
+        reply = model(ModelRequest(messages=messages, turn=turn))
+        # Like the real API, the answer names the model that was asked for.
+        if reply.tool_calls:
+            uses = [(c.name, json.loads(c.arguments)) for c in reply.tool_calls]
+            return message(tool_uses=uses, usage=CACHED_USAGE, model=body["model"])
+        return message(serde.dumps(reply.output).decode(), usage=CACHED_USAGE, model=body["model"])
+
+    return FakeAnthropicServer(default=respond)
+
+
+def test_real_model_example_runs_against_an_anthropic_server_and_prints_its_cost(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    examples: dict[str, ModuleType],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    real_model = importlib.import_module("real_model")
+    with anthropic_offline_server(examples) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_MODEL", "claude-haiku-4-5")
+        monkeypatch.setenv("WINK_JUDGE_MODEL", "claude-judge")
+        args = ["--provider", "anthropic", "--n", "4", "--runs-dir", str(tmp_path / "runs")]
+        code = real_model.main(args)
+    assert code == 0
+    (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    report = EvalReport.load(run_dir)
+    assert (report.total, report.error_count) == (8, 0)
+    assert {b["model"] for b in server.bodies} == {"claude-haiku-4-5", "claude-judge"}
+    assert any(b.get("output_config") for b in server.bodies)  # structured output
+    assert any(b.get("tools") for b in server.bodies)
+    # Every agent call reported 1000 cache-read tokens; the stored results keep them.
+    calls = sum(1 for b in server.bodies if b.get("tools"))
+    usage = [r.usage for r in report.results]
+    assert sum(u.cached_tokens for u in usage) == 1000 * calls
+    assert sum(u.input_tokens for u in usage) == 1200 * calls
+    # claude-haiku-4-5: $1 in, $0.10 cached, $5 out per million tokens.
+    per_call = (200 * 1.0 + 1000 * 0.1 + 30 * 5.0) / 1e6
+    expected = calls * per_call
+    out = capsys.readouterr().out
+    total = format_usd(expected)
+    assert f"Cost: {total} (agent {total}, no priced judge calls)" in out
+    # Each stored result has its transcript (tool calls included) and its cost; the judge's
+    # model is not in the price table, so its cost is unpriced (None), not zero.
+    # (One sample's agent made several calls: its cost is at least one call's.)
+    assert sum(r.cost or 0.0 for r in report.results) == pytest.approx(expected)
+    assert all(r.cost is not None and r.cost >= per_call for r in report.results)
+    assert all(r.judge_cost is None for r in report.results)
+    assert all(r.messages and r.tool_calls for r in report.results)
+    assert "unpriced" not in out

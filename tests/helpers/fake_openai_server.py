@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 __all__ = [
     "FakeOpenAIServer",
@@ -229,6 +229,9 @@ class FakeOpenAIServer:
     Use it as a context manager, or call `start()` and `close()`. Thread-safe.
     """
 
+    endpoint = "/chat/completions"
+    """Path suffix of the one endpoint served; other paths get a 404."""
+
     def __init__(self, *replies: Reply | Responder, default: Reply | Responder | None = None):
         self.default = default
         self._queue: deque[Reply | Responder] = deque(replies)
@@ -238,7 +241,7 @@ class FakeOpenAIServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> FakeOpenAIServer:
+    def start(self) -> Self:
         """Bind an ephemeral port and serve in a background thread."""
         httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         httpd.owner = self
@@ -259,7 +262,7 @@ class FakeOpenAIServer:
             self._thread.join()
         self._httpd = self._thread = None
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -301,19 +304,24 @@ class FakeOpenAIServer:
 
     @property
     def bodies(self) -> list[Any]:
-        """The JSON bodies of the chat-completions requests received, in order."""
-        return [r.json() for r in self.requests if r.path.endswith("/chat/completions")]
+        """The JSON bodies of the requests to `endpoint` received, in order."""
+        return [r.json() for r in self.requests if self._serves(r.path)]
+
+    def _serves(self, path: str) -> bool:
+        return path.split("?", 1)[0].endswith(self.endpoint)
 
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self._requests.append(request)
-            if not request.path.endswith("/chat/completions"):
-                return error(404, f"FakeOpenAIServer serves /chat/completions, not {request.path}")
+            if not self._serves(request.path):
+                name = type(self).__name__
+                return error(404, f"{name} serves {self.endpoint}, not {request.path}")
             if self._queue:
                 step = self._queue.popleft()
             elif self.default is not None:
                 step = self.default
             else:
                 number = len(self._requests)
-                return error(400, f"FakeOpenAIServer: no scripted reply left for request {number}")
+                name = type(self).__name__
+                return error(400, f"{name}: no scripted reply left for request {number}")
         return step if isinstance(step, Reply) else step(request)

@@ -1,9 +1,12 @@
 """Provider adapters: run a prompt, tools included, against a model.
 
 `ProviderAdapter` is the protocol. `OpenAIAdapter` (in `weakincentives.adapters.openai`)
-talks to any OpenAI-compatible server; `FunctionAdapter` makes a Python function the model,
-for tests and offline demos. Both take a `ResponseCache` (`SQLiteResponseCache` on disk) and
-are `CacheableAdapter`s: `adapter.with_cache(cache)` is a copy that replays recorded turns.
+talks to any OpenAI-compatible server, `AnthropicAdapter` (`weakincentives[anthropic]`) to
+Claude's Messages API and `GeminiAdapter` (`weakincentives[gemini]`) to the Gemini API;
+`FunctionAdapter` makes a Python function the model, for tests and offline demos. All take a
+`ResponseCache` (`SQLiteResponseCache` on disk) and are `CacheableAdapter`s:
+`adapter.with_cache(cache)` is a copy that replays recorded turns. Each describes itself
+(`describe()`), and `pricing` turns their token usage into dollars.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -39,26 +42,38 @@ from weakincentives.adapters._types import (
 from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
 
 if TYPE_CHECKING:
+    from weakincentives.adapters.anthropic import AnthropicAdapter
+    from weakincentives.adapters.gemini import GeminiAdapter
     from weakincentives.adapters.openai import OpenAIAdapter
 
 
 def __getattr__(name: str) -> Any:
-    # Importing the openai SDK costs about a second: load it only when asked for.
+    # Importing a provider SDK costs up to a second: load it only when asked for.
     if name == "OpenAIAdapter":
         from weakincentives.adapters.openai import OpenAIAdapter
 
         return OpenAIAdapter
+    if name == "AnthropicAdapter":
+        from weakincentives.adapters.anthropic import AnthropicAdapter
+
+        return AnthropicAdapter
+    if name == "GeminiAdapter":
+        from weakincentives.adapters.gemini import GeminiAdapter
+
+        return GeminiAdapter
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "AdapterInfo",
+    "AnthropicAdapter",
     "CacheStats",
     "CacheableAdapter",
     "DescribedAdapter",
     "FunctionAdapter",
     "FunctionModel",
     "FunctionReply",
+    "GeminiAdapter",
     "Heartbeat",
     "ModelConfigurable",
     "ModelRequest",

@@ -165,7 +165,11 @@ class _RunState:
             self.tool_calls += 1
             self.messages.append(
                 ChatMessage(
-                    role="tool", content=event.result.message, tool_call_id=call.id, name=call.name
+                    role="tool",
+                    content=event.result.message,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=not event.success,
                 ),
             )
 

@@ -178,10 +178,13 @@ def _usage(value: object) -> TokenUsage:
         return TokenUsage()
     details = value.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    output = value.get("completion_tokens_details")
+    reasoning = output.get("reasoning_tokens") if isinstance(output, Mapping) else None
     return TokenUsage(
         input_tokens=_int(value.get("prompt_tokens")),
         output_tokens=_int(value.get("completion_tokens")),
         cached_tokens=_int(cached),
+        reasoning_tokens=_int(reasoning),
     )
 
 

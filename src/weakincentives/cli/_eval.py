@@ -2,9 +2,10 @@
 
 Exit codes of `wink eval run`: 0 done, 1 a pass rate is below `--fail-under`, 2 a usage
 or configuration error (bad TARGET, a dataset error with its file:line, a run that cannot
-be resumed), 130 interrupted (Ctrl-C: the run is marked interrupted; `--resume RUN`
-continues it without re-running what was recorded). `report` and `compare` exit 2 when
-the run cannot be read.
+be resumed), 3 stopped by `--max-cost` (the run is incomplete and saved as interrupted;
+`--resume RUN` with a higher `--max-cost` continues it), 130 interrupted (Ctrl-C: the run
+is marked interrupted; `--resume RUN` continues it without re-running what was recorded).
+`report` and `compare` exit 2 when the run cannot be read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 
 from weakincentives.adapters import CacheableAdapter, CacheStats
+from weakincentives.adapters.pricing import load_prices
 from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import (
     DEFAULT_FAIL_FAST,
@@ -42,6 +44,7 @@ from ._console import (
     interrupts_as_keyboard_interrupt,
     print_error,
 )
+from ._cost import MaxCostOption, PriceFileOption, PriceOption, stop_at_cost_limit
 from ._hints import Hints
 from ._list import register_list
 from ._plan import ModelOptions, RunPlan, build_plan, header_lines, plan_args, run_info_of
@@ -233,6 +236,9 @@ def _run(
     value_limit: Annotated[
         int, typer.Option(min=1, help="Characters of input and expected kept per result.")
     ] = DEFAULT_VALUE_LIMIT,
+    price: PriceOption = None,
+    prices: PriceFileOption = None,
+    max_cost: MaxCostOption = None,
 ) -> None:
     """Run TARGET over a dataset under one or more experiments, and report."""
     if run_id is not None and resume is not None:
@@ -240,8 +246,12 @@ def _run(
     if bundles not in (None, "all", "failed"):
         _fail(f"--bundles takes 'all' or 'failed', got {bundles!r}")
     if redis is not None:
-        _refuse_local_flags(evaluator=evaluator, timeout=timeout, concurrency=concurrency)
+        _refuse_local_flags(
+            evaluator=evaluator, timeout=timeout, concurrency=concurrency,
+            max_cost=max_cost, price=price, prices=prices,
+        )  # fmt: skip
     try:
+        price_table = load_prices(prices, price or ())
         source = source_of(fmt, field or (), split, allow_extra_fields)
         selection = selection_of(limit, sample_id or (), where, shuffle, seed)
     except (WinkError, ValueError) as exc:
@@ -288,7 +298,7 @@ def _run(
                     bundles=cast("Literal['all', 'failed'] | None", bundles),
                     record_inputs=record_inputs, value_limit=value_limit,
                     dataset_sha256=plan.dataset_sha256, fingerprint_extra=plan.fingerprint_extra(),
-                    run_info=info,
+                    run_info=info, prices=price_table, max_cost=max_cost,
                 )  # fmt: skip
         except KeyboardInterrupt:
             name = Path(the_id).name
@@ -296,6 +306,7 @@ def _run(
         except (WinkError, ValueError) as exc:
             _fail(exc)
     _print_run(report, plan, hints, as_json=as_json)
+    stop_at_cost_limit(report, max_cost, Path(the_id).name, error_console())
     _check_complete(report, hints)
     _check_threshold(report, fail_under)
 
@@ -341,14 +352,23 @@ def _sample_timeout(timeout: float | None) -> float | None:
     return timeout or None
 
 
-def _refuse_local_flags(*, evaluator: Any, timeout: Any, concurrency: Any) -> None:
+def _refuse_local_flags(
+    *, evaluator: Any, timeout: Any, concurrency: Any, max_cost: Any, price: Any, prices: Any
+) -> None:
     """With `--redis`, the workers decide these: refuse them rather than ignore them."""
+    priced = "the workers price results with their own table: EvalLoopConfig(prices=...)"
     where = {
         "--evaluator": "the workers score with their WorkerSpec's evaluator",
         "--timeout": "set it on the workers: WorkerSpec(config=EvalLoopConfig(timeout=...))",
         "--concurrency": "give each worker `wink worker --concurrency N`",
+        "--max-cost": "a spending limit applies to local runs",
+        "--price": priced,
+        "--prices": priced,
     }
-    flags = {"--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency}
+    flags = {
+        "--evaluator": evaluator, "--timeout": timeout, "--concurrency": concurrency,
+        "--max-cost": max_cost, "--price": price, "--prices": prices,
+    }  # fmt: skip
     given = [flag for flag, value in flags.items() if value is not None and value != []]
     if given:
         reasons = "; ".join(f"{flag}: {where[flag]}" for flag in given)

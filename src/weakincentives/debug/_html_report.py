@@ -26,6 +26,8 @@ from weakincentives.evals import (
     FlippedSample,
     Summary,
     check_rates,
+    cost_delta,
+    cost_summary,
     stats,
 )
 
@@ -130,6 +132,7 @@ def render_html_report(
         _summary_section(report),
         _checks_section(report),
         _comparison_section(report, comparisons, keys[0] if keys else None),
+        _cost_section(report, comparisons),
         _charts_section(report),
         _slice_section(report, keys),
         failures_html(report),
@@ -357,6 +360,26 @@ def _charts_section(report: EvalReport) -> str:
         return ""
     figures = "".join(figure_html(chart) for chart in charts)
     return f'<h2>Charts</h2>\n<div class="charts">{figures}</div>'
+
+
+def _cost_section(report: EvalReport, comparisons: Sequence[ExperimentComparison]) -> str:
+    head = _row(["Experiment", "Cost"], header=True, numeric=set())
+    rows = [
+        _row([name, cost_summary(report.experiment(name).results).describe()], numeric=set())
+        for name in report.experiment_names
+    ]
+    for c in comparisons:
+        delta = cost_delta(
+            report.experiment(c.baseline_name).results, report.experiment(c.treatment_name).results
+        )
+        text = "n/a (no pair has both costs)" if delta is None else delta.describe()
+        label = f"{c.treatment_name} vs {c.baseline_name}"
+        rows.append(_row([label, f"delta {text}"], numeric=set()))
+    note = (
+        '<p class="muted">Dollars from the run\'s price table; a result whose model has no '
+        "price is counted as unpriced, never as free. Intervals are 95%.</p>"
+    )
+    return "<h2>Cost</h2>\n" + _table(head, rows) + note
 
 
 def _flips_section(comparisons: Sequence[ExperimentComparison]) -> str:

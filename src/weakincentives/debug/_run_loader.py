@@ -76,6 +76,8 @@ FIELDS: Mapping[str, str] = {
     "input_tokens": "coalesce(j ->> '$.usage.input_tokens', 0)",
     "output_tokens": "coalesce(j ->> '$.usage.output_tokens', 0)",
     "cached_tokens": "coalesce(j ->> '$.usage.cached_tokens', 0)",
+    "cost_usd": "j ->> '$.cost'",
+    "judge_cost_usd": "j ->> '$.judge_cost'",
     "error_kind": "j ->> '$.error_kind'",
     "error": "j ->> '$.error'",
     "metadata": "j -> '$.metadata'",

@@ -123,6 +123,8 @@ RUN_TABLES: tuple[TableSpec, ...] = (
         ("output_tokens", "INTEGER", "Completion tokens."),
         ("cached_tokens", "INTEGER", "Prompt tokens served from the provider's cache."),
         ("total_tokens", "INTEGER", "input_tokens + output_tokens."),
+        ("cost_usd", "REAL", "Dollars the agent's model calls cost (NULL: unpriced)."),
+        ("judge_cost_usd", "REAL", "Dollars the judge's calls cost (NULL: no judge or unpriced)."),
         ("error_kind", "TEXT", "agent, timeout, evaluator, judge, ... (NULL when scored)."),
         ("error", "TEXT", "Error message (NULL when scored)."),
         ("metadata", "JSON", "The sample's metadata: json_extract(metadata, '$.topic')."),

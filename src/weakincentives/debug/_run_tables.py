@@ -71,8 +71,9 @@ _MAX_LISTED = 3
 
 _RESULT_FIELDS = (
     "sample_id", "experiment", "epoch", "request_id", "passed", "score", "reason",
-    "latency_ms", "input_tokens", "output_tokens", "cached_tokens", "error_kind", "error",
-    "metadata", "output", "input", "expected", "bundle_path", "delivery_count",
+    "latency_ms", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
+    "judge_cost_usd", "error_kind", "error", "metadata", "output", "input", "expected",
+    "bundle_path", "delivery_count",
 )  # fmt: skip
 _IS_RESULT = "typeof(sample_id) = 'text' AND typeof(experiment) = 'text'"
 
@@ -95,7 +96,8 @@ INSERT INTO results
 SELECT :run_id, sample_id, experiment, epoch, request_id,
     error IS NULL AND passed, score, reason, {reward},
     latency_ms, input_tokens, output_tokens, cached_tokens, input_tokens + output_tokens,
-    error_kind, error, metadata, output, input, expected, {metrics}, bundle_path,
+    cost_usd, judge_cost_usd, error_kind, error, metadata, output, input, expected, {metrics},
+    bundle_path,
     delivery_count, line
 FROM ({fields_select(fields)})
 WHERE {_IS_RESULT}

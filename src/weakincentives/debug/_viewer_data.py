@@ -28,6 +28,7 @@ from weakincentives.evals import (
     OutcomeComparison,
     RunStore,
     compare_outcomes,
+    paired_cost_delta,
 )
 
 from ._diff import pair_diff
@@ -416,6 +417,11 @@ class ViewerData:
             treatment_ids=sides[1][1],
             rows=rows,
         )
+        delta = paired_cost_delta(
+            self._index.cost_rows(baseline.run_id, baseline.experiment),
+            self._index.cost_rows(treatment.run_id, treatment.experiment),
+        )
+        view["cost_delta"] = None if delta is None else serde.json_safe(delta.to_dict())
         return view, comparison
 
     def html_report(

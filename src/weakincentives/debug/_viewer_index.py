@@ -68,7 +68,8 @@ CREATE TABLE results (
     error_kind TEXT, score REAL NOT NULL, passed INTEGER NOT NULL, latency_ms REAL NOT NULL,
     input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tokens INTEGER NOT NULL,
     reason TEXT NOT NULL, error TEXT, tool_calls INTEGER NOT NULL, messages INTEGER NOT NULL,
-    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL
+    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL,
+    cost REAL, judge_cost REAL
 );
 CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
 CREATE INDEX meta_result ON meta (result_id);
@@ -96,7 +97,7 @@ _ROW_COLUMNS = (
 _FIELDS = (
     "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
     "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
-    "tool_calls", "messages", "score_metrics",
+    "tool_calls", "messages", "score_metrics", "cost_usd", "judge_cost_usd",
 )  # fmt: skip
 _CHECKS = (
     ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
@@ -123,7 +124,8 @@ SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
          WHEN passed THEN 'passed' ELSE 'failed' END,
     error_kind, score, passed, latency_ms, input_tokens,
     output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
-    messages, bundle_path IS NOT NULL, line, offset, metadata, score_metrics
+    messages, bundle_path IS NOT NULL, line, offset, cost_usd, judge_cost_usd, metadata,
+    score_metrics
 FROM ({fields_select(_FIELDS, extra=_METADATA_TYPE)})
 WHERE {_ALL_CHECKS}
 """
@@ -136,7 +138,7 @@ WHERE NOT ({_ALL_CHECKS})
 ORDER BY line
 """
 """The staged lines `_FILL` skipped: `(line, complete, problem)`."""
-_RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset")
+_RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset", "cost", "judge_cost")
 _ROWS_SCHEMA = (
     f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
     "score_metrics)"
@@ -461,11 +463,21 @@ class ResultIndex:
         """The columns behind an experiment's statistics, one row per result, in index order.
 
         Rows are `(sample_id, status, score, error_kind, latency_ms, input_tokens,
-        output_tokens)` (see `StatRow`).
+        output_tokens, cost, judge_cost)` (see `StatRow`).
         """
         sql = (
             "SELECT sample_id, status, score, error_kind, latency_ms, input_tokens, "
-            "output_tokens FROM results WHERE run_id = ? AND experiment = ? ORDER BY id"
+            "output_tokens, cost, judge_cost FROM results WHERE run_id = ? AND experiment = ? "
+            "ORDER BY id"
+        )
+        with self._lock:
+            return self._db.execute(sql, (run_id, experiment)).fetchall()
+
+    def cost_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
+        """`(sample_id, epoch, cost, judge_cost)` of each result of one experiment."""
+        sql = (
+            "SELECT sample_id, epoch, cost, judge_cost FROM results "
+            "WHERE run_id = ? AND experiment = ? ORDER BY id"
         )
         with self._lock:
             return self._db.execute(sql, (run_id, experiment)).fetchall()

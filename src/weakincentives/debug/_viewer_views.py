@@ -19,7 +19,7 @@ from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._tables import bundle_tables
 from weakincentives.errors import BundleError, ViewerError
-from weakincentives.evals import EvalResult, OutcomeComparison, stats
+from weakincentives.evals import EvalResult, OutcomeComparison, stats, summarize_costs
 
 from ._viewer_types import STATUSES, ResultFilter, ResultRow, Status
 
@@ -212,8 +212,9 @@ def _preview(name: str, data: bytes) -> dict[str, Any]:
 # -- statistics ---------------------------------------------------------------------------
 
 
-StatRow = tuple[str, str, float, "str | None", float, int, int]
-"""`(sample_id, status, score, error_kind, latency_ms, input_tokens, output_tokens)`."""
+StatRow = tuple[str, str, float, "str | None", float, int, int, "float | None", "float | None"]
+"""`(sample_id, status, score, error_kind, latency_ms, input_tokens, output_tokens, cost,
+judge_cost)`."""
 
 
 def experiment_view(name: str, rows: Sequence[StatRow]) -> dict[str, Any]:
@@ -236,6 +237,7 @@ def experiment_view(name: str, rows: Sequence[StatRow]) -> dict[str, Any]:
         "failed": n - passed - sum(kinds.values()), "pass_rate": passed / n if n else 0.0,
         "errors_by_kind": kinds, "latency_ms": _percentiles([row[4] for row in rows]),
         "tokens": {"input": sum(row[5] for row in rows), "output": sum(row[6] for row in rows)},
+        "cost": summarize_costs((row[7], row[8]) for row in rows).to_dict(),
         **_intervals(passes, scores, [row[0] for row in rows]),
     }  # fmt: skip
     return _safe(view)

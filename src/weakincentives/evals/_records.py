@@ -371,6 +371,10 @@ class EvalResult:
     `RecordInputs.limit` characters; None when `record_inputs=False`)."""
     expected: Any = None
     """The sample's expected value (JSON form, truncated like `input`)."""
+    cost: float | None = None
+    """Dollars the agent's model calls cost (None: unpriced, or no model was called)."""
+    judge_cost: float | None = None
+    """Dollars the judge's model calls cost (None: no judge, or its model is unpriced)."""
 
     @property
     def passed(self) -> bool:
@@ -418,6 +422,8 @@ def build_result(
     environment: Mapping[str, Any] | None = None,
     input: Any = None,
     expected: Any = None,
+    cost: float | None = None,
+    judge_cost: float | None = None,
 ) -> EvalResult:
     """`EvalResult(...)` for the per-sample path: the same value in half the time.
 
@@ -431,7 +437,7 @@ def build_result(
         set_sample_id, set_experiment_name, set_score, set_latency_ms, set_error,
         set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
         set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
-        set_environment, set_input, set_expected,
+        set_environment, set_input, set_expected, set_cost, set_judge_cost,
     ) = _RESULT_SLOTS  # fmt: skip
     result = object.__new__(EvalResult)
     set_sample_id(result, sample_id)
@@ -453,6 +459,8 @@ def build_result(
     set_environment(result, environment)
     set_input(result, input)
     set_expected(result, expected)
+    set_cost(result, cost)
+    set_judge_cost(result, judge_cost)
     return result
 
 

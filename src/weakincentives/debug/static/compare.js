@@ -3,7 +3,7 @@
 
 import {
   api, badge, chartFigure, fill, clip, h, int, interval, link, num, pct, plural, pts, pvalue, section,
-  setCrumbs, signedPts,
+  setCrumbs, signedPts, usd,
 } from "./dom.js";
 
 const PREFERRED_BASELINES = ["baseline", "control"];
@@ -108,6 +108,8 @@ function comparison(c, choice) {
       : pts(c.minimum_detectable_effect), "at 80% power with these pairs"),
     statRow("Score delta", `${num(c.score_delta)} ${interval(c.score_delta_ci, num)}`,
       c.score_test_name ? `p ${pvalue(c.score_p_value)}, ${c.score_test_name}` : `p ${pvalue(c.score_p_value)}`),
+    statRow("Cost delta", c.cost_delta ? `${signedUsd(c.cost_delta.delta_usd)}/sample ${interval(c.cost_delta.delta_ci_usd, signedUsd)}` : "unpriced",
+      c.cost_delta ? `${int(c.cost_delta.n_pairs)} priced pairs` : "no pair has both costs"),
     statRow("Unpaired", `${c.unpaired_baseline} baseline · ${c.unpaired_treatment} treatment`,
       c.duplicates ? `${c.duplicates} duplicates ignored` : "")));
   return [
@@ -116,6 +118,10 @@ function comparison(c, choice) {
     flipSection("Regressions (pass → fail)", "regressions", c.regressions, c.regressions_count, c),
     flipSection("Improvements (fail → pass)", "improvements", c.improvements, c.improvements_count, c),
   ];
+}
+
+function signedUsd(x) {
+  return x === null || x === undefined ? "–" : `${x >= 0 ? "+" : ""}${usd(x)}`;
 }
 
 function statRow(name, value, note) {

@@ -92,6 +92,22 @@ export function pvalue(x) {
   return x < 0.001 ? "<0.001" : x.toFixed(3);
 }
 
+/** Dollars, with enough digits for per-sample costs (the report's `format_usd`). */
+export function usd(x) {
+  if (x === null || x === undefined) return "–";
+  const digits = Math.abs(x) >= 1 ? 2 : Math.abs(x) >= 0.01 ? 4 : 6;
+  return `${x < 0 ? "-" : ""}$${Math.abs(x).toFixed(digits)}`;
+}
+
+/** A run's cost block (see `CostSummary.to_dict`) in one line; unpriced is never "$0". */
+export function costText(c) {
+  if (!c || !c.priced) return `unpriced (${c ? c.n : 0} results)`;
+  let text = `${usd(c.total_usd)} (agent ${usd(c.agent_usd)}, judge ${usd(c.judge_usd)}) · ` +
+    `${usd(c.per_sample_usd)}/sample ${interval(c.per_sample_ci_usd, usd)}`;
+  if (c.unpriced) text += ` · ${c.unpriced} unpriced`;
+  return text;
+}
+
 export function int(x) {
   return x === null || x === undefined ? "–" : Number(x).toLocaleString();
 }

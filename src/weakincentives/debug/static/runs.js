@@ -2,7 +2,7 @@
 // (filtered, sorted and paginated on the server; the filters live in the URL fragment).
 
 import {
-  api, badge, chartFigure, fill, clip, h, int, interval, link, ms, num, pct, plural, section,
+  api, badge, chartFigure, costText, fill, clip, h, int, interval, link, ms, num, pct, plural, section,
   setCrumbs, setKeys, table,
 } from "./dom.js";
 
@@ -162,6 +162,7 @@ function experimentCard(e) {
       h("dt", {}, "mean score"), h("dd", {}, `${num(e.mean_score)} ${interval(e.mean_score_ci, num)}`),
       h("dt", {}, "latency"), h("dd", {}, `p50 ${ms(e.latency_ms.p50)} · p95 ${ms(e.latency_ms.p95)}`),
       h("dt", {}, "tokens"), h("dd", {}, `${int(e.tokens.input)} in · ${int(e.tokens.output)} out`),
+      h("dt", {}, "cost"), h("dd", { class: "cost" }, costText(e.cost)),
       kinds ? [h("dt", {}, "errors"), h("dd", {}, kinds)] : null));
 }
 

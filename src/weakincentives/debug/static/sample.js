@@ -2,6 +2,7 @@
 
 import {
   api, badge, fill, details, h, int, link, ms, num, pre, pretty, section, setCrumbs, setKeys, table,
+  usd,
 } from "./dom.js";
 import { listQuery } from "./runs.js";
 
@@ -139,6 +140,7 @@ function timingPanel(r) {
     h("dl", { class: "inline" },
       h("dt", {}, "latency"), h("dd", {}, ms(r.latency_ms)),
       h("dt", {}, "tokens"), h("dd", {}, `${int(u.input_tokens)} in · ${int(u.output_tokens)} out · ${int(u.cached_tokens)} cached`),
+      h("dt", {}, "cost"), h("dd", {}, r.cost === null || r.cost === undefined ? "unpriced" : `${usd(r.cost)} agent · ${usd(r.judge_cost)} judge`),
       h("dt", {}, "deliveries"), h("dd", {}, String(r.delivery_count)),
       h("dt", {}, "request"), h("dd", {}, r.request_id || "–"),
       h("dt", {}, "bundle"), h("dd", {}, r.bundle_path || "none")));

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from weakincentives.adapters.pricing import PriceTable, default_prices
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError, MailboxResolutionError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
@@ -74,6 +75,8 @@ class EvalLoopConfig:
     transient_errors: tuple[type[BaseException], ...] = TRANSIENT_ERRORS
     """Agent exceptions retried (while the retry and dead-letter policies allow) before
     the error result is sent."""
+    prices: PriceTable | None = None
+    """Prices for each result's `cost` and `judge_cost` (None: the package's table)."""
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
@@ -166,6 +169,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         self.request_type = request_type
         """What dict bodies are decoded as."""
         self._eval_clock = clock
+        self._prices = self.config.prices or default_prices()
 
     def handle(
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
@@ -227,6 +231,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, inputs=config.inputs,
+                prices=self._prices,
             )  # fmt: skip
         # The bundle is written when the block ends, on the loop's thread: a few ms per
         # sample, which bundles (a debugging aid) may cost.
@@ -237,6 +242,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, on_prepared=rec.set_session_before if rec.enabled else None,
                 inputs=config.inputs,
+                prices=self._prices,
             )  # fmt: skip
             record_outcome(rec, outcome)
         return with_bundle(outcome, rec)
@@ -258,12 +264,14 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 self.loop, self._scorer, request, timeout=config.timeout,
                 record_transcript=config.record_transcript, delivery_count=delivery_count,
                 clock=self._eval_clock, inputs=config.inputs,
+                prices=self._prices,
             )  # fmt: skip
         if bundles is None:  # no recorder to set up per sample
             return execute_sample(
                 self.loop, self._scorer, request, timeout=config.timeout, budget=config.budget,
                 heartbeat=heartbeat, record_transcript=config.record_transcript,
                 delivery_count=delivery_count, clock=self._eval_clock, inputs=config.inputs,
+                prices=self._prices,
             )  # fmt: skip
         with self._recorder(bundles, request) as rec:
             rec.set_request(request)
@@ -273,6 +281,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
                 record_transcript=config.record_transcript,
                 delivery_count=delivery_count, clock=self._eval_clock,
                 on_prepared=rec.set_session_before if rec.enabled else None, inputs=config.inputs,
+                prices=self._prices,
             )  # fmt: skip
             record_outcome(rec, outcome)
         return with_bundle(outcome, rec)

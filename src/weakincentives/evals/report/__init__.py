@@ -3,9 +3,9 @@
 Holds `EvalReport` (`_report.py`), the per-result analysis it is built on (`group_by`,
 `summarize`, flaky samples: `_analysis.py`), per-check rates (`_checks.py`), paired A/B
 comparisons (`_comparison.py`), the JSON export (`_export.py`), the terminal tables
-(`_render.py`) and `save`/`load` (`_persistence.py`). The numbers themselves come from
-`evals.stats`. It may import the shared records, `stats` and `store` (to read a run
-directory); not `runner` or `loop`.
+(`_render.py`), costs and cost deltas (`_cost.py`) and `save`/`load` (`_persistence.py`).
+The numbers themselves come from `evals.stats`. It may import the shared records, `stats`
+and `store` (to read a run directory); not `runner` or `loop`.
 """
 
 from ._analysis import (
@@ -24,6 +24,15 @@ from ._comparison import (
     Outcomes,
     compare_outcomes,
     compare_results,
+)
+from ._cost import (
+    CostDelta,
+    CostSummary,
+    cost_delta,
+    cost_summary,
+    format_usd,
+    paired_cost_delta,
+    summarize_costs,
 )
 from ._export import (
     report_to_dict,
@@ -44,6 +53,8 @@ __all__ = [
     "REPORT_FORMAT",
     "REPORT_VERSION",
     "CheckRate",
+    "CostDelta",
+    "CostSummary",
     "EvalReport",
     "ExperimentComparison",
     "FlakySample",
@@ -56,9 +67,14 @@ __all__ = [
     "compare_all",
     "compare_outcomes",
     "compare_results",
+    "cost_delta",
+    "cost_summary",
     "flaky_samples",
+    "format_usd",
     "group_by",
+    "paired_cost_delta",
     "render_report",
     "report_to_dict",
     "summarize",
+    "summarize_costs",
 ]

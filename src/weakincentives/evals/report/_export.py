@@ -17,6 +17,8 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
                "mean_score_ci": [low, high], "mean_score_excluding_errors", "std",
                "n_clusters", "errors_by_kind": {kind: n},
                "latency_ms": {"mean", "p50", "p95"}, "tokens": {"input", "output", "total"},
+               "cost": {"n", "priced", "unpriced", "total_usd", "agent_usd", "judge_usd",
+                        "per_sample_usd", "per_sample_ci_usd": [low, high]},
                "metrics": {name: mean}, "checks": {name: <check>}, "flaky": int,
                "pass_at_k": null | {"k", "pass_at_k", "pass_hat_k"}}
 
@@ -28,7 +30,11 @@ The shape is stable (version 1); NaN (an unknown spread or interval) becomes `nu
                     "minimum_detectable_effect", "score_delta", "score_delta_ci",
                     "score_p_value", "regressions": [{"sample_id", "epoch"}],
                     "improvements": [...], "unpaired_baseline": int,
-                    "unpaired_treatment": int, "duplicates": int}
+                    "unpaired_treatment": int, "duplicates": int,
+                    "cost_delta": null | {"n_pairs", "delta_usd", "delta_ci_usd", "relative"}}
+
+Costs are in dollars; `total_usd` and `agent_usd` are null when no result is priced (an
+unpriced result is counted in `unpriced`, never as free).
 
     <check> = {"n", "passed": int | null, "pass_rate": float | null,
                "pass_rate_ci": [low, high] | null, "mean", "mean_ci": [low, high]}
@@ -54,6 +60,7 @@ from weakincentives.experiment import BASELINE, CONTROL
 from .. import stats
 from ._checks import check_rates
 from ._comparison import ExperimentComparison
+from ._cost import cost_delta, cost_summary
 from ._family import compare_all
 from ._view import ReportView
 
@@ -95,7 +102,10 @@ def report_to_dict(report: ReportView, *, baseline: str | None = None) -> dict[s
             name: experiment_block(report.experiment(name)) for name in report.experiment_names
         },
         "baseline": chosen,
-        "comparisons": {name: comparison_block(c) for name, c in comparisons.items()},
+        "comparisons": {
+            name: {**comparison_block(c), "cost_delta": _cost_delta_block(report, c)}
+            for name, c in comparisons.items()
+        },
     }
     safe: dict[str, Any] = serde.json_safe(data)
     return safe
@@ -142,6 +152,7 @@ def experiment_block(report: ReportView) -> dict[str, Any]:
             "output": report.total_output_tokens,
             "total": report.total_tokens,
         },
+        "cost": cost_summary(report.results).to_dict(),
         "metrics": dict(summary.metrics),
         "checks": {name: rate.to_dict() for name, rate in check_rates(report.results).items()},
         "flaky": len(report.flaky_samples()),
@@ -206,6 +217,16 @@ def _reasons(comparison: ExperimentComparison) -> dict[str, str]:
     keys = {"interval": "delta_ci", "p_value": "p_value", "bootstrap": "bootstrap_ci",
             "minimum_detectable_effect": "minimum_detectable_effect"}  # fmt: skip
     return {key: why for name, key in keys.items() if (why := comparison.why(name))}
+
+
+def _cost_delta_block(
+    report: ReportView, comparison: ExperimentComparison
+) -> dict[str, Any] | None:
+    delta = cost_delta(
+        report.experiment(comparison.baseline_name).results,
+        report.experiment(comparison.treatment_name).results,
+    )
+    return None if delta is None else delta.to_dict()
 
 
 def _pair(interval: stats.Interval) -> list[float]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .. import stats
 from ._checks import check_rates
 from ._comparison import ExperimentComparison
+from ._cost import cost_delta, cost_summary
 from ._export import default_baseline, pass_at_k_block
 from ._family import compare_all
 from ._view import ReportView
@@ -53,7 +54,14 @@ def render_report(
     if chosen is None:
         return
     for comparison in compare_all(report, chosen).values():
-        console.print(comparison_table(comparison))
+        table = comparison_table(comparison)
+        delta = cost_delta(
+            report.experiment(comparison.baseline_name).results,
+            report.experiment(comparison.treatment_name).results,
+        )
+        if delta is not None:
+            table.add_row("Cost delta", delta.describe())
+        console.print(table)
 
 
 def experiment_table(report: ReportView, *, title: str) -> Table:
@@ -85,6 +93,7 @@ def experiment_table(report: ReportView, *, title: str) -> Table:
         f"{report.total_tokens:,} ({report.total_input_tokens:,} in, "
         f"{report.total_output_tokens:,} out)",
     )
+    table.add_row("Cost", cost_summary(report.results).describe())
     if summary.n_clusters is not None:
         table.add_row("Intervals", f"clustered, {stats.plural(summary.n_clusters, 'cluster')}")
     _add_epochs(table, report)

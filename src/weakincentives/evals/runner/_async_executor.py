@@ -17,6 +17,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weakincentives.adapters.pricing import PriceTable
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import DeadlineExceededError
 from weakincentives.runtime.agent_loop import FunctionLoop
@@ -76,6 +77,7 @@ class AsyncFunctionExecutor:
         clock: Clock = SYSTEM_CLOCK,
         on_prepared: Callable[[Session], None] | None = None,
         inputs: RecordInputs | None = None,
+        prices: PriceTable | None = None,
     ) -> SampleOutcome:
         """Run and score `request.sample` (never raises: failures are results)."""
         loop, evaluator = self.loop, self.evaluator
@@ -118,18 +120,21 @@ class AsyncFunctionExecutor:
                 output, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
                 inputs=inputs,
+                prices=prices,
             )  # fmt: skip
         if plain:
             score: Callable[[], SampleOutcome] = functools.partial(
                 score_output, output, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
                 inputs=inputs,
+                prices=prices,
             )  # fmt: skip
         else:
             score = functools.partial(
                 score_finished, run, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
                 inputs=inputs, failed_session=prepared[0] if prepared else None,
+                prices=prices,
             )  # fmt: skip
         if self._inline:
             return score()

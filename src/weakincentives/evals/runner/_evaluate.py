@@ -68,6 +68,7 @@ from typing import Any, TypedDict, Unpack, cast
 import anyio
 
 from weakincentives.adapters import CacheStats, ResponseCache, SQLiteResponseCache
+from weakincentives.adapters.pricing import PriceTable, default_prices
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
@@ -121,6 +122,8 @@ async def evaluate(
     max_errors: int | None = None,
     run_info: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    prices: PriceTable | None = None,
+    max_cost: float | None = None,
 ) -> EvalReport:
     """Evaluate `target` on every sample of `dataset` and return the report.
 
@@ -171,6 +174,11 @@ async def evaluate(
             JSON-compatible: written into the manifest's `config` when the run is created
             and into the report's `config`. Not part of the fingerprint.
         clock: Clock for latencies, deadlines and timestamps.
+        prices: Prices for each result's `cost` and `judge_cost` (default: the package's
+            table, `weakincentives.adapters.pricing.default_prices()`); a model the table
+            does not know leaves the cost None (unpriced).
+        max_cost: Dollars after which no new sample starts (samples running finish); the
+            stored run is then marked interrupted and can be resumed.
 
     Raises:
         ConfigurationError: the run is configured wrongly (checked before any sample runs).
@@ -190,13 +198,22 @@ async def evaluate(
         )
     check_overrides_tags(target, settings.experiments)
     bundle_options, run_id = _bundle_options(bundles, store, run_id, resume, clock)
+    if max_cost is not None and not (isinstance(max_cost, int | float) and max_cost >= 0):
+        raise ConfigurationError(f"max_cost must be a number of dollars >= 0, got {max_cost!r}")
     source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None)
     scorer = prepare_scorer(evaluator, judge_concurrency)
     response_cache, owned = _open_cache(cache, clock)
     try:
         inputs = RecordInputs(enabled=record_inputs, limit=value_limit)
         options = TargetOptions(
-            scorer, timeout, budget, record_transcript, clock, inputs, bundle_options
+            scorer,
+            timeout,
+            budget,
+            record_transcript,
+            clock,
+            inputs,
+            bundle_options,
+            prices or default_prices(),
         )
         runner = make_target(
             target, options, with_environment=environment_factory is not None, cache=response_cache
@@ -204,7 +221,7 @@ async def evaluate(
         before = response_cache.stats if response_cache is not None else None
         run = LocalRun(
             settings, source, runner, environment_factory, as_progress(progress), clock,
-            inputs, FailFast(fail_fast, max_errors),
+            inputs, FailFast(fail_fast, max_errors), max_cost,
         )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
@@ -266,6 +283,8 @@ class EvaluateOptions(TypedDict, total=False):
     max_errors: int | None
     run_info: Mapping[str, Any] | None
     clock: Clock
+    prices: PriceTable | None
+    max_cost: float | None
 
 
 def run_eval(

@@ -10,7 +10,7 @@ Ctrl-C reaches the main thread only), so each ends its sample, not the run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -43,10 +43,12 @@ from ..scoring import (
     classify_error,
     is_session_aware,
     is_trajectory_scorer,
+    judge_cost_of,
 )
 
 if TYPE_CHECKING:
     from weakincentives.adapters import PromptResponse
+    from weakincentives.adapters.pricing import PriceTable
     from weakincentives.runtime.agent_loop import AgentLoop
 
 __all__ = [
@@ -97,6 +99,7 @@ def execute_sample(
     on_prepared: Callable[[Session], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     inputs: RecordInputs | None = None,
+    prices: PriceTable | None = None,
 ) -> SampleOutcome:
     """Execute `request.sample` through `loop` under its experiment, then score it.
 
@@ -130,7 +133,7 @@ def execute_sample(
     return score_finished(
         run, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
         delivery_count=delivery_count, inputs=inputs,
-        failed_session=prepared[0] if prepared else None,
+        failed_session=prepared[0] if prepared else None, prices=prices,
     )  # fmt: skip
 
 
@@ -144,6 +147,7 @@ def execute_function(
     delivery_count: int = 1,
     clock: Clock = SYSTEM_CLOCK,
     inputs: RecordInputs | None = None,
+    prices: PriceTable | None = None,
 ) -> SampleOutcome:
     """`execute_sample` for a `FunctionLoop`, without a session when nothing reads it.
 
@@ -163,7 +167,7 @@ def execute_function(
     ):
         return execute_sample(
             loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
-            delivery_count=delivery_count, clock=clock, inputs=inputs,
+            delivery_count=delivery_count, clock=clock, inputs=inputs, prices=prices,
         )  # fmt: skip
     sample = request.sample
     deadline = Deadline.after(timeout, clock=clock) if timeout else None
@@ -179,7 +183,7 @@ def execute_function(
     latency = (clock.monotonic() - start) * 1000.0
     return score_output(
         output, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
-        delivery_count=delivery_count, inputs=inputs,
+        delivery_count=delivery_count, inputs=inputs, prices=prices,
     )  # fmt: skip
 
 
@@ -192,6 +196,7 @@ def score_output(
     record_transcript: bool = True,
     delivery_count: int = 1,
     inputs: RecordInputs | None = None,
+    prices: PriceTable | None = None,
 ) -> SampleOutcome:
     """Score the output of a function run without a session (see `execute_function`).
 
@@ -199,10 +204,10 @@ def score_output(
     is the one `execute_sample` gives a `FunctionLoop` that returned `output`.
     """
     if record_transcript and isinstance(output, str) and output:
-        extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), ())
+        extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), (), None)
     else:
         extras = _NO_EXTRAS
-    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS)
+    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS, prices)
     return _score(evaluator, record, extras, output, None, None)
 
 
@@ -216,6 +221,7 @@ def score_finished(
     delivery_count: int = 1,
     inputs: RecordInputs | None = None,
     failed_session: Session | None = None,
+    prices: PriceTable | None = None,
 ) -> SampleOutcome:
     """`execute_sample` for a run that already happened: score and record it.
 
@@ -225,15 +231,16 @@ def score_finished(
     `failed_session` is the session of a run that raised: its `PromptFailed` and
     `ToolInvoked` events give the error result its partial transcript, tool calls and
     usage, and tell an output that did not parse (`output_parsing`) from other failures.
+    With `prices`, the result records what the agent's calls cost (a failed run's too).
     """
-    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS)
+    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS, prices)
     if isinstance(run, BaseException):
-        extras, stage = _failure_extras(failed_session, record_transcript)
+        extras, stage = _failure_extras(failed_session, record_transcript, prices)
         kind = classify_error(run, stage)
         result = _error(record, kind, run, extras)
         return SampleOutcome(result, failed_session, None, run, "agent")
     response, session = run
-    extras = _session_extras(session, response, record_transcript)
+    extras = _session_extras(session, response, record_transcript, prices)
     if response.output is None and _structured(session):
         msg = "the agent's prompt asks for structured output, but the run returned none"
         score = Score(value=0.0, passed=False, reason=msg)
@@ -251,6 +258,7 @@ class _Record:
     delivery_count: int
     latency: float
     inputs: RecordInputs
+    prices: PriceTable | None = None
 
 
 RECORD_INPUTS = RecordInputs()
@@ -292,17 +300,19 @@ def _score(
         kind = classify_error(exc, "evaluator")
         result = _error(record, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
-    result = _result(record, score, extras, _jsonable(output))
+    prices = record.prices
+    judge_cost = None if prices is None else judge_cost_of(score, prices)
+    result = _result(record, score, extras, _jsonable(output), judge_cost=judge_cost)
     return SampleOutcome(result, session, response)
 
 
-_Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...]]
-"""What a finished run adds to its result: usage, messages and tool calls."""
+_Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...], float | None]
+"""What a finished run adds to its result: usage, messages, tool calls and cost."""
 
 NO_USAGE = TokenUsage()
 """The zero usage of a run that reported none, one shared object (`slim` looks for it)."""
 
-_NO_EXTRAS: _Extras = (NO_USAGE, (), ())
+_NO_EXTRAS: _Extras = (NO_USAGE, (), (), None)
 
 
 def _result(
@@ -312,11 +322,12 @@ def _result(
     output: Any,
     error: str | None = None,
     error_kind: ErrorKind | None = None,
+    judge_cost: float | None = None,
 ) -> EvalResult:
     # Built through its slots (see `build_result`): this runs per sample.
     request = record.request
     sample = request.sample
-    usage, messages, tool_calls = extras
+    usage, messages, tool_calls, cost = extras
     inputs = record.inputs
     return build_result(
         sample_id=sample.id, experiment_name=request.experiment.name, score=score,
@@ -325,6 +336,7 @@ def _result(
         metadata=dict(sample.metadata), output=output, messages=messages,
         tool_calls=tool_calls, delivery_count=record.delivery_count,
         input=inputs.value(sample.input), expected=inputs.value(sample.expected),
+        cost=cost, judge_cost=judge_cost,
     )  # fmt: skip
 
 
@@ -340,11 +352,18 @@ def _error(
     return _result(record, score, extras, _jsonable(output), message, kind)
 
 
-def _failure_extras(session: Session | None, record_transcript: bool) -> tuple[_Extras, ErrorKind]:
+def _failure_extras(
+    session: Session | None, record_transcript: bool, prices: PriceTable | None = None
+) -> tuple[_Extras, ErrorKind]:
     """The evidence a failed run left in its session, and the stage it failed in."""
     if session is None:
         return _NO_EXTRAS, "agent"
     failures = session[PromptFailed].all()
+    cost = None
+    if prices is not None:
+        calls = [(e.model, e.usage) for e in session[PromptExecuted].all()]
+        calls += [(f.model, f.usage) for f in failures[-1:]]
+        cost = _priced(calls, prices) if calls else None
     usage = NO_USAGE
     for event in session[PromptExecuted].all():
         usage = usage + event.usage
@@ -357,9 +376,9 @@ def _failure_extras(session: Session | None, record_transcript: bool) -> tuple[_
         if failed.stage == "output_parsing":
             stage = "output_parsing"
     if not record_transcript:
-        return (usage, (), ()), stage
+        return (usage, (), (), cost), stage
     invoked = session[ToolInvoked].all()
-    return (usage, messages, tuple(_tool_record(t) for t in invoked)), stage
+    return (usage, messages, tuple(_tool_record(t) for t in invoked), cost), stage
 
 
 def _structured(session: Session) -> bool:
@@ -376,7 +395,10 @@ def describe_failure(exc: BaseException) -> str:
 
 
 def _session_extras(
-    session: Session, response: PromptResponse[Any], record_transcript: bool
+    session: Session,
+    response: PromptResponse[Any],
+    record_transcript: bool,
+    prices: PriceTable | None = None,
 ) -> _Extras:
     executed = session[PromptExecuted].all()
     if len(executed) == 1:
@@ -387,11 +409,27 @@ def _session_extras(
             usage = usage + event.usage
     if usage.total_tokens == 0:
         usage = response.usage
+    cost = None
+    if prices is not None:
+        calls = [(e.model, e.usage) for e in executed] or [(response.model, response.usage)]
+        cost = _priced(calls, prices)
     if not record_transcript:
-        return (usage, (), ())
+        return (usage, (), (), cost)
     messages = tuple(response.messages) or _fallback_messages(response)
     invoked = session[ToolInvoked].all()
-    return (usage, messages, tuple(_tool_record(t) for t in invoked) if invoked else ())
+    tools = tuple(_tool_record(t) for t in invoked) if invoked else ()
+    return (usage, messages, tools, cost)
+
+
+def _priced(calls: Iterable[tuple[str | None, TokenUsage]], prices: PriceTable) -> float | None:
+    """What the calls cost, each at its model's price; None when any model is unpriced."""
+    total = 0.0
+    for model, usage in calls:
+        cost = prices.cost(model, usage)
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 def _trajectory(

@@ -122,10 +122,18 @@ class LocalRun:
         clock: Clock,
         inputs: RecordInputs | None = None,
         fail_fast: FailFast | None = None,
+        max_cost: float | None = None,
     ) -> None:
         self.settings = settings
         self.inputs = inputs or RecordInputs()
         self.fail_fast = fail_fast or FailFast()
+        self.max_cost = max_cost
+        self.spent = 0.0
+        """Dollars the run's results cost so far (agent and judge, priced ones; a resumed
+        run's earlier results included)."""
+        self.cost_stopped = False
+        """True when `max_cost` was reached and the run stopped taking new samples."""
+        self._spend_lock = threading.Lock()
         self.source = source
         self.target = target
         self.environment_factory = environment_factory
@@ -185,6 +193,10 @@ class LocalRun:
     async def execute(self) -> None:
         """Run every planned key not done yet; finish the stored run either way."""
         status: RunStatus = "interrupted"
+        if self.max_cost is not None:
+            # The budget is the run's: what a resumed run spent before counts.
+            for earlier in self.earlier.values():
+                self._spend(earlier)
         try:
             self.progress.start(self.planned, done=len(self.earlier))
             blocking = self._blocking_call()
@@ -200,7 +212,8 @@ class LocalRun:
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from None
                 raise
-            status = "interrupted" if self.fail_fast.reason else "complete"
+            stopped = self.fail_fast.reason is not None or self.cost_stopped
+            status = "interrupted" if stopped else "complete"
         finally:
             self._stopped = True  # worker threads left behind by a cancel take no more work
             self.progress.finish()
@@ -229,12 +242,30 @@ class LocalRun:
         # slot threads pull under a lock, and building the request (its id, its clock
         # reading) need not hold it.
         experiments, epochs, done = self.settings.experiments, self.settings.epochs, self.done
+        capped = self.max_cost is not None
         for sample in self.source:
             for experiment in experiments:
                 for epoch in range(epochs):
                     if done and (sample.id, experiment.name, epoch) in done:
                         continue
+                    if capped and self._over_budget():
+                        return
                     yield sample, experiment, epoch
+
+    def _spend(self, result: EvalResult) -> None:
+        """Add what `result` cost to `spent` (only when a `max_cost` is watched)."""
+        cost = (result.cost or 0.0) + (result.judge_cost or 0.0)
+        if cost:
+            with self._spend_lock:
+                self.spent += cost
+
+    def _over_budget(self) -> bool:
+        # Samples already running finish (their cost is spent); no new one starts.
+        assert self.max_cost is not None
+        with self._spend_lock:
+            if self.spent >= self.max_cost:
+                self.cost_stopped = True
+        return self.cost_stopped
 
     def _request(self, item: _Work) -> EvalRequest[Any, Any]:
         sample, experiment, epoch = item
@@ -308,6 +339,7 @@ class LocalRun:
         work: Iterator[_Work],
     ) -> None:
         handle, results, stop = self.handle, self.results, self.fail_fast.see
+        capped = self.max_cost is not None
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
@@ -317,6 +349,8 @@ class LocalRun:
                 result = call(self._request(item)).result
                 if self._stopped:
                     return  # cancelled meanwhile: the late result is discarded
+                if capped:
+                    self._spend(result)
                 if handle is not None:
                     handle.append(result)  # thread-safe
                     result = slim(result)
@@ -332,6 +366,7 @@ class LocalRun:
         handle, results, advance = self.handle, self.results, self.progress.advance
         plain = self.settings.timeout is None and self.environment_factory is None
         run, request, stop = self.target.run, self._request, self.fail_fast.see
+        capped = self.max_cost is not None
         for item in work:
             if self.fail_fast.reason is not None:
                 return  # stopping early: take no more work
@@ -339,6 +374,8 @@ class LocalRun:
                 result = (await run(request(item), None, limiter)).result
             else:
                 result = await self._run_one(request(item), limiter)
+            if capped:
+                self._spend(result)
             if handle is not None:
                 handle.append(result)
                 result = slim(result)
@@ -419,6 +456,13 @@ class LocalRun:
         }
         if self.fail_fast.reason is not None:
             config["stopped"] = self.fail_fast.reason
+        if self.max_cost is not None:
+            config["max_cost"] = self.max_cost
+            config["cost_stopped"] = self.cost_stopped
+            if self.cost_stopped and "stopped" not in config:
+                config["stopped"] = (
+                    f"--max-cost: the results cost ${self.spent:.6f}, reaching ${self.max_cost:g}"
+                )
         results = (*self.earlier.values(), *self.results)
         return EvalReport(
             results=results, expected_count=self.expected_count(), run_id=self.run_id,
@@ -448,7 +492,7 @@ def slim(result: EvalResult) -> EvalResult:
         error_kind=result.error_kind, epoch=result.epoch, run_id=result.run_id,
         usage=NO_USAGE if usage is NO_USAGE or usage == NO_USAGE else usage,
         metadata=result.metadata or _EMPTY, delivery_count=result.delivery_count,
-        environment=result.environment,
+        environment=result.environment, cost=result.cost, judge_cost=result.judge_cost,
     )  # fmt: skip
 
 

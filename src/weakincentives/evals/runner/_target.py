@@ -44,6 +44,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCache
+from weakincentives.adapters.pricing import PriceTable
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
@@ -109,6 +110,8 @@ class TargetOptions:
     """Whether results keep their sample's input and expected value, and how much."""
     bundles: BundleOptions | None = None
     """Write a debug bundle per sample (all, or the failed ones), if set."""
+    prices: PriceTable | None = None
+    """Prices for each result's cost (None: costs are not recorded)."""
 
 
 class SampleTarget(Protocol):
@@ -232,6 +235,7 @@ class _LoopTarget:
             self._loop, opts.scorer, request, timeout=opts.timeout, budget=opts.budget,
             record_transcript=opts.record_transcript, on_prepared=on_prepared, clock=opts.clock,
             inputs=opts.inputs,
+            prices=opts.prices,
         )  # fmt: skip
 
 
@@ -252,6 +256,7 @@ class _FunctionTarget(_LoopTarget):
         return execute_function(
             self._function_loop, opts.scorer, request, timeout=opts.timeout,
             record_transcript=opts.record_transcript, clock=opts.clock, inputs=opts.inputs,
+            prices=opts.prices,
         )  # fmt: skip
 
 
@@ -330,6 +335,7 @@ class _AsyncFunctionTarget:
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript, inputs=opts.inputs,
             failed_session=session,
+            prices=opts.prices,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()
@@ -355,12 +361,14 @@ class _AsyncFunctionTarget:
             outcome = score_finished(
                 exc, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript, inputs=opts.inputs,
+                prices=opts.prices,
             )  # fmt: skip
         else:
             latency = (clock.monotonic() - start) * 1000.0
             outcome = score_output(
                 output, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript, inputs=opts.inputs,
+                prices=opts.prices,
             )  # fmt: skip
         await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
         return outcome

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 from weakincentives import serde
-from weakincentives.adapters import PromptResponse, ProviderAdapter
+from weakincentives.adapters import PromptResponse, ProviderAdapter, describe_adapter
+from weakincentives.adapters.pricing import PriceTable
 from weakincentives.errors import AdapterResponseError, ConfigurationError, JudgeError, SerdeError
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime.session import Session, TokenUsage
@@ -41,6 +42,7 @@ __all__ = [
     "PairwiseVerdict",
     "PairwiseWinner",
     "judge_adapter",
+    "judge_cost_of",
     "llm_judge",
     "pairwise_judge",
     "with_judge_adapter",
@@ -160,7 +162,7 @@ def _check_factory(kind: str, adapter: object, criterion: object) -> None:
 
 def _ask(
     adapter: ProviderAdapter, prompt: Prompt[OutputT], output_type: type[OutputT], who: str
-) -> tuple[OutputT, TokenUsage]:
+) -> tuple[OutputT, TokenUsage, str | None]:
     """Run one judge prompt in a fresh session; any failure becomes a `JudgeError`."""
     try:
         response: PromptResponse[OutputT] = adapter.evaluate(prompt, session=Session())
@@ -179,7 +181,45 @@ def _ask(
             f"{who}: the judge returned {type(response.output).__name__} instead of "
             f"{output_type.__name__}; text was {show(response.text, 200)}",
         )
-    return response.output, response.usage
+    return response.output, response.usage, response.model
+
+
+def _usage_metrics(usage: TokenUsage, model: str | None, adapter: object) -> tuple[Metric, ...]:
+    """The judge's token counts, with what `judge_cost_of` needs to price them."""
+    details = {
+        "model": model or describe_adapter(adapter).model,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }
+    return (
+        Metric("judge_input_tokens", float(usage.input_tokens), 0.0, details),
+        Metric("judge_output_tokens", float(usage.output_tokens)),
+    )
+
+
+def judge_cost_of(score: Score, prices: PriceTable) -> float | None:
+    """Dollars the judge calls behind `score` cost (from its `judge_*_tokens` metrics).
+
+    None when no judge ran or a judge's model is unpriced.
+    """
+    total: float | None = None
+    values = {m.name: m.value for m in score.metrics}
+    for metric in score.metrics:
+        if not metric.name.endswith("judge_input_tokens"):
+            continue
+        prefix = metric.name[: -len("judge_input_tokens")]
+        meta = metric.metadata
+        usage = TokenUsage(
+            input_tokens=int(metric.value),
+            output_tokens=int(values.get(prefix + "judge_output_tokens", 0.0)),
+            cached_tokens=int(meta.get("cached_tokens", 0)),
+            cache_write_tokens=int(meta.get("cache_write_tokens", 0)),
+        )
+        cost = prices.cost(meta.get("model"), usage)
+        if cost is None:
+            return None
+        total = (total or 0.0) + cost
+    return total
 
 
 def llm_judge(
@@ -210,7 +250,9 @@ def llm_judge(
     def judge(output: object, expected: object) -> Score:
         reference = _NO_REFERENCE if expected is None else _as_text(expected)
         params = JudgeParams(criterion=criterion, reference=reference, response=_as_text(output))
-        verdict, usage = _ask(adapter, Prompt(JUDGE_TEMPLATE).bind(params), JudgeOutput, label)
+        verdict, usage, model = _ask(
+            adapter, Prompt(JUDGE_TEMPLATE).bind(params), JudgeOutput, label
+        )
         if verdict.rating not in RATING_VALUES:
             raise JudgeError(
                 f"{label}: the judge answered the unknown rating {verdict.rating!r}; "
@@ -223,8 +265,7 @@ def llm_judge(
             reason=f"{verdict.rating}: {verdict.justification}",
             metrics=(
                 Metric("judge_rating", value, 1.0, {"label": verdict.rating}),
-                Metric("judge_input_tokens", float(usage.input_tokens)),
-                Metric("judge_output_tokens", float(usage.output_tokens)),
+                *_usage_metrics(usage, model, adapter),
             ),
         )
 
@@ -435,7 +476,7 @@ def pairwise_judge(
         order: Literal["ab", "ba"], first: object, second: object, ref: str
     ) -> PairwiseJudgment:
         params = PairwiseParams(criterion, ref, _as_text(first), _as_text(second))
-        answer, usage = _ask(
+        answer, usage, _ = _ask(
             adapter, Prompt(PAIRWISE_TEMPLATE).bind(params), PairwiseOutput, f"{label} [{order}]"
         )
         winner = _POSITION[order].get(answer.winner)

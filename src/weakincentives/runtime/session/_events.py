@@ -12,6 +12,7 @@ __all__ = [
     "PromptExecuted",
     "PromptFailed",
     "PromptRendered",
+    "ThinkingBlock",
     "TokenUsage",
     "ToolCall",
     "ToolInvoked",
@@ -28,7 +29,13 @@ class TokenUsage:
     output_tokens: int = 0
     """Completion tokens produced by the model."""
     cached_tokens: int = 0
-    """Prompt tokens the provider served from its cache (a subset of `input_tokens`)."""
+    """Prompt tokens the provider served from its cache: cache reads (a subset of
+    `input_tokens`)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens the provider wrote into its cache (a subset of `input_tokens`; Anthropic
+    bills them above the plain input price)."""
+    reasoning_tokens: int = 0
+    """Output tokens spent on thinking (a subset of `output_tokens`)."""
 
     @property
     def total_tokens(self) -> int:
@@ -40,6 +47,8 @@ class TokenUsage:
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -56,6 +65,26 @@ class ToolCall:
     """Name of the tool to call."""
     arguments: str
     """Arguments as the JSON text the model produced (may be invalid)."""
+    signature: str | None = None
+    """An opaque signature the provider attached to the call (Gemini's thought signature),
+    sent back with it on the next turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """A piece of a model's visible reasoning, kept so the next turn can send it back.
+
+    Providers with extended thinking (Anthropic, Gemini) require the thinking of a turn
+    that called tools to be returned, signature intact, with the tool results.
+    """
+
+    text: str = ""
+    """The thinking text ("" when the provider withheld it)."""
+    signature: str | None = None
+    """The provider's opaque signature of the block."""
+    redacted: bool = False
+    """True for a block the provider encrypted (Anthropic `redacted_thinking`); its
+    opaque data is in `signature`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +101,10 @@ class ChatMessage:
     """For a `tool` message: the call it answers."""
     name: str | None = None
     """For a `tool` message: the tool's name."""
+    thinking: tuple[ThinkingBlock, ...] = ()
+    """For an assistant turn: the reasoning it showed before answering (extended thinking)."""
+    is_error: bool = False
+    """For a `tool` message: the tool failed (providers that mark failed results see it)."""
 
 
 @dataclass(frozen=True, slots=True)
