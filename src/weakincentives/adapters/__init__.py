@@ -1,9 +1,11 @@
 """Provider adapters: run a prompt, tools included, against a model.
 
-`ProviderAdapter` is the protocol. `OpenAIAdapter` (in `weakincentives.adapters.openai`)
-talks to any OpenAI-compatible server; `FunctionAdapter` makes a Python function the model,
-for tests and offline demos. Both take a `ResponseCache` (`SQLiteResponseCache` on disk) and
-are `CacheableAdapter`s: `adapter.with_cache(cache)` is a copy that replays recorded turns.
+`ProviderAdapter` is the protocol; `AsyncProviderAdapter` adds `aevaluate`, the async path
+that lets an agent in flight be a task instead of a thread (`is_async_adapter` tells).
+`OpenAIAdapter` (in `weakincentives.adapters.openai`) talks to any OpenAI-compatible
+server; `FunctionAdapter` makes a Python function the model, for tests and offline demos.
+Both take a `ResponseCache` (`SQLiteResponseCache` on disk) and are `CacheableAdapter`s:
+`adapter.with_cache(cache)` is a copy that replays recorded turns.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from weakincentives.adapters._cache import (
     NullCache,
     SQLiteResponseCache,
+    acached_model_call,
     cache_key,
     cached_model_call,
 )
@@ -22,6 +25,7 @@ from weakincentives.adapters._provenance import (
     strip_credentials,
 )
 from weakincentives.adapters._types import (
+    AsyncProviderAdapter,
     CacheableAdapter,
     CacheStats,
     Heartbeat,
@@ -30,6 +34,7 @@ from weakincentives.adapters._types import (
     PromptResponse,
     ProviderAdapter,
     ResponseCache,
+    is_async_adapter,
 )
 from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
 
@@ -48,6 +53,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AdapterInfo",
+    "AsyncProviderAdapter",
     "CacheStats",
     "CacheableAdapter",
     "DescribedAdapter",
@@ -63,9 +69,11 @@ __all__ = [
     "ProviderAdapter",
     "ResponseCache",
     "SQLiteResponseCache",
+    "acached_model_call",
     "cache_key",
     "cached_model_call",
     "describe_adapter",
+    "is_async_adapter",
     "package_version",
     "strip_credentials",
 ]
