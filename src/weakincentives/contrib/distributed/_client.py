@@ -16,6 +16,7 @@ and reply mailbox, where late answers of the first attempt count too).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -37,7 +38,7 @@ from weakincentives.evals import (
     Sample,
     new_run_id,
 )
-from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
+from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_all
 
 from ._connection import Backoff, describe, redis_client
 
@@ -276,8 +277,11 @@ def _collect(
             _log.warning("Redis is reachable again after %d failed attempts", backoff.failures)
             backoff.reset()
         collector.take(messages)  # stores before anything is acknowledged
-        for message in messages:
-            _quietly(message.acknowledge, f"acknowledging result {message.id}")
+        if messages:  # one round trip for the batch (a stale one comes back: a duplicate)
+            _quietly(
+                functools.partial(acknowledge_all, messages),
+                f"acknowledging {len(messages)} results",
+            )
 
 
 class _Collector:
