@@ -561,3 +561,15 @@ def test_acknowledge_all_translates_errors_and_refuses_a_closed_mailbox(
     mailbox.close()
     with pytest.raises(MailboxClosedError):
         acknowledge_all(batch)
+
+
+def test_scripts_flushed_from_the_server_are_loaded_again(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    mailbox = make()
+    mailbox.send("before")
+    client.script_flush()
+
+    mailbox.send("after")
+
+    assert [m.body for m in mailbox.receive(max_messages=10)] == ["before", "after"]
