@@ -6,7 +6,6 @@ Library code never calls `time.sleep` or `time.monotonic` directly; it takes a
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -48,8 +47,10 @@ class SystemClock:
         time.sleep(max(0.0, seconds))
 
     async def asleep(self, seconds: float) -> None:
-        """`sleep` as an `asyncio.sleep`: the event loop runs other tasks meanwhile."""
-        await asyncio.sleep(max(0.0, seconds))
+        """`sleep` awaited (asyncio or trio): the event loop runs other tasks meanwhile."""
+        import anyio  # here, not at the top: most programs never sleep this way
+
+        await anyio.sleep(max(0.0, seconds))
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -83,8 +84,10 @@ class FakeClock:
 
     async def asleep(self, seconds: float) -> None:
         """`sleep`, then let other tasks run once."""
+        import anyio.lowlevel
+
         self.advance(max(0.0, seconds))
-        await asyncio.sleep(0)
+        await anyio.lowlevel.checkpoint()
 
     def advance(self, seconds: float) -> None:
         """Move both wall and monotonic time forward by `seconds`."""

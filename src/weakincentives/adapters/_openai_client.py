@@ -115,25 +115,36 @@ class LoopClients:
         """The async client of the running event loop (made on first use)."""
         if self._given is not None:
             return self._given
-        loop = asyncio.get_running_loop()
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # trio: one client for every run, closed by `aclose`
+            loop = None
         if self._client is None or self._loop is not loop:
             sync = self._sync
             client = openai.AsyncOpenAI(
                 api_key=sync.api_key, base_url=sync.base_url, organization=sync.organization,
                 project=sync.project, timeout=sync.timeout, max_retries=0,
             )  # fmt: skip
-            closer = _close_at_shutdown(client)
-            await anext(closer)  # parked until the loop finalizes it
-            self._closers = [closer]  # a reference, so it is finalized at shutdown, not GC
+            if loop is not None:
+                closer = _close_at_shutdown(client)
+                await anext(closer)  # parked until the loop finalizes it
+                self._closers = [closer]  # referenced: finalized at shutdown, not by GC
             self._loop, self._client = loop, client
         return self._client
 
     async def aclose(self) -> None:
         """Close the client of the running loop now (it is remade if used again)."""
-        if self._client is not None and self._loop is asyncio.get_running_loop():
+        if self._client is not None and self._loop is _running_loop():
             await self._client.close()
         self._loop = self._client = None
         self._closers = []
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:

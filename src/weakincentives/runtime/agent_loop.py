@@ -170,7 +170,9 @@ class AgentLoop(Generic[RequestT, OutputT]):
                 self.execute, request, experiment=experiment, deadline=deadline,
                 budget=budget, heartbeat=heartbeat, on_prepared=on_prepared,
             )  # fmt: skip
-            return await asyncio.to_thread(call)
+            import anyio.to_thread  # here: the sync API never pays for anyio's import
+
+            return await anyio.to_thread.run_sync(call)
         exp = experiment or BASELINE
         if isinstance(deadline, int | float):
             deadline = Deadline.after(float(deadline), clock=self.clock)
