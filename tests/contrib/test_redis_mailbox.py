@@ -135,12 +135,15 @@ def test_a_long_poll_ends_under_a_clock_that_does_not_move(
 
 
 def exercise(mailbox: RedisMailbox[Any, Any]) -> None:
-    """Touch every key of a queue: sends, a delivery in flight, a nack, a wake-up."""
+    """Touch every key of a queue: sends (one and a batch), a delivery in flight, a nack,
+    a batch acknowledged at once, a wake-up."""
     mailbox.send("a", reply_to="replies")
     mailbox.send("b", delay=30)
     only(mailbox.receive(visibility_timeout=60))
     mailbox.send("c")
     only(mailbox.receive(visibility_timeout=60)).nack(visibility_timeout=30)
+    mailbox.send_many(["d", "e"], reply_to="replies")
+    assert acknowledge_all(mailbox.receive(max_messages=2, visibility_timeout=60)) == []
 
 
 def test_every_key_is_namespaced_and_hash_tagged_into_one_slot(
