@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 import pytest
+import trio
 
 from tests.helpers.fake_openai_server import (
     FakeOpenAIServer,
@@ -403,3 +404,39 @@ def test_async_sleep_uses_the_clock() -> None:
 
     assert clock.monotonic() == 5.0
     assert blocking.slept == 1.5
+
+
+def test_openai_event_loops_in_two_threads_each_get_their_own_client(
+    server: FakeOpenAIServer,
+) -> None:
+    server.default = completion("ok")
+    adapter = _adapter(server)
+    barrier = threading.Barrier(2, timeout=10)
+    texts: list[str | None] = []
+
+    async def ask_twice() -> None:
+        first = await adapter.aevaluate(ask(), session=Session())
+        await asyncio.to_thread(barrier.wait)  # both loops have made their client
+        second = await adapter.aevaluate(ask(), session=Session())  # still usable
+        texts.extend([first.text, second.text])
+
+    threads = [threading.Thread(target=asyncio.run, args=(ask_twice(),)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert texts == ["ok"] * 4
+    adapter.close()
+
+
+def test_openai_aevaluate_under_trio(server: FakeOpenAIServer) -> None:
+    server.default = completion("from trio")
+    adapter = _adapter(server)
+
+    async def main() -> str | None:
+        text = (await adapter.aevaluate(ask(), session=Session())).text
+        await adapter.aclose()
+        return text
+
+    assert trio.run(main) == "from trio"

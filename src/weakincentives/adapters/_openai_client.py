@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncGenerator
 
 import openai
 
@@ -107,37 +108,48 @@ class LoopClients:
     def __init__(self, sync_client: openai.OpenAI, given: openai.AsyncOpenAI | None) -> None:
         self._sync = sync_client
         self._given = given.with_options(max_retries=0) if given is not None else None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: openai.AsyncOpenAI | None = None
-        self._closers: list[AsyncIterator[None]] = []
+        # Per loop: its client and the parked generator that closes it. Weak keys: a
+        # loop that is gone takes its entry along; several loops (threads) may be live.
+        self._by_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
+        self._unbound: openai.AsyncOpenAI | None = None  # trio: no asyncio loop to bind to
 
     async def get(self) -> openai.AsyncOpenAI:
         """The async client of the running event loop (made on first use)."""
         if self._given is not None:
             return self._given
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:  # trio: one client for every run, closed by `aclose`
-            loop = None
-        if self._client is None or self._loop is not loop:
-            sync = self._sync
-            client = openai.AsyncOpenAI(
-                api_key=sync.api_key, base_url=sync.base_url, organization=sync.organization,
-                project=sync.project, timeout=sync.timeout, max_retries=0,
-            )  # fmt: skip
-            if loop is not None:
-                closer = _close_at_shutdown(client)
-                await anext(closer)  # parked until the loop finalizes it
-                self._closers = [closer]  # referenced: finalized at shutdown, not by GC
-            self._loop, self._client = loop, client
-        return self._client
+        loop = _running_loop()
+        if loop is None:  # trio: one client for every run, closed by `aclose`
+            if self._unbound is None:
+                self._unbound = self._make()
+            return self._unbound
+        entry = self._by_loop.get(loop)
+        if entry is None:
+            client = self._make()
+            closer = _close_at_shutdown(client)
+            await anext(closer)  # parked until the loop finalizes it at shutdown
+            entry = self._by_loop[loop] = (client, closer)
+        return entry[0]
 
     async def aclose(self) -> None:
         """Close the client of the running loop now (it is remade if used again)."""
-        if self._client is not None and self._loop is _running_loop():
-            await self._client.close()
-        self._loop = self._client = None
-        self._closers = []
+        loop = _running_loop()
+        if loop is None:
+            client, self._unbound = self._unbound, None
+            if client is not None:
+                await client.close()
+            return
+        entry = self._by_loop.pop(loop, None)
+        if entry is not None:
+            await entry[1].aclose()  # runs its `finally`: closes the client
+
+    def _make(self) -> openai.AsyncOpenAI:
+        sync = self._sync
+        return openai.AsyncOpenAI(
+            api_key=sync.api_key, base_url=sync.base_url, organization=sync.organization,
+            project=sync.project, timeout=sync.timeout, max_retries=0,
+        )  # fmt: skip
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -147,7 +159,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
+async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
