@@ -397,20 +397,27 @@ class _AsyncLoopTarget:
         opts = self._options
         clock = opts.clock
         deadline = Deadline.after(opts.timeout, clock=clock) if opts.timeout else None
-        seed = functools.partial(seed_environment, env) if env is not None else None
+        prepared: list[Session] = []  # the run's session, kept for a failure's evidence
+
+        def keep(session: Session) -> None:
+            prepared.append(session)
+            if env is not None:
+                seed_environment(env, session)
+
         start = clock.monotonic()
         run: tuple[PromptResponse[Any], Session] | Exception
         try:
             run = await self._loop.aexecute(
                 request.sample.input, experiment=request.experiment, deadline=deadline,
-                budget=opts.budget, on_prepared=seed,
+                budget=opts.budget, on_prepared=keep,
             )  # fmt: skip
         except Exception as exc:
             run = exc
         latency = (clock.monotonic() - start) * 1000.0
         call = functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
-            record_transcript=opts.record_transcript,
+            record_transcript=opts.record_transcript, inputs=opts.inputs,
+            failed_session=prepared[0] if prepared else None,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()
