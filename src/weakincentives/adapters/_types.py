@@ -234,4 +234,8 @@ def is_async_adapter(adapter: object) -> bool:
         >>> is_async_adapter(FunctionAdapter(model)), is_async_adapter(FunctionAdapter(str))
         (True, False)
     """
-    return isinstance(adapter, AsyncProviderAdapter) and bool(adapter.is_async)
+    # The two members, read directly: `isinstance` on a runtime-checkable Protocol walks
+    # its attributes on every call, and this is asked once per sample.
+    return getattr(adapter, "is_async", False) is True and callable(
+        getattr(adapter, "aevaluate", None)
+    )
