@@ -33,7 +33,12 @@ __all__ = ["result_line", "run_baseline", "run_thread_baseline"]
 
 
 def result_line(
-    sample_id: str, output: Any, expected: Any, latency_ms: float, run_id: str
+    sample_id: str,
+    output: Any,
+    expected: Any,
+    latency_ms: float,
+    run_id: str,
+    sample_input: Any = None,
 ) -> bytes:
     """The JSONL line of one scored sample, shaped like a serialized `EvalResult`."""
     passed = output == expected
@@ -58,6 +63,8 @@ def result_line(
         "tool_calls": [],
         "delivery_count": 1,
         "environment": None,
+        "input": sample_input,
+        "expected": expected,
     }  # fmt: skip
     return json.dumps(line, separators=(",", ":")).encode() + b"\n"
 
@@ -105,7 +112,7 @@ async def _worker(
         start = time.perf_counter()
         output = await agent(sample.input) if is_async else agent(sample.input)
         latency_ms = (time.perf_counter() - start) * 1000.0
-        out.write(result_line(sample.id, output, sample.expected, latency_ms, run_id))
+        out.write(result_line(sample.id, output, sample.expected, latency_ms, run_id, sample.input))
         written += 1
     return written
 
@@ -129,7 +136,7 @@ def run_thread_baseline(
             start = time.perf_counter()
             output = agent(sample.input)
             latency_ms = (time.perf_counter() - start) * 1000.0
-            line = result_line(sample.id, output, sample.expected, latency_ms, run_id)
+            line = result_line(sample.id, output, sample.expected, latency_ms, run_id, sample.input)
             with lock:
                 out.write(line)
                 written += 1
