@@ -6,9 +6,12 @@ Against a redis-server this benchmark starts (or `REDIS_URL`):
    - `raw_list`: the baseline, plain redis-py `LPUSH` (pipelined) and `RPOP count=10` on
      a list: no visibility timeout, no redelivery, no receipt handles; what the machine
      and redis-py can do at best;
+   - `raw_sequential`: the baseline of the unbatched path, three plain commands per
+     message (`LPUSH`, `RPOP`, `DEL` of a key): the three round trips that `send`,
+     `receive`, `acknowledge` cannot go below;
    - `sequential`: `send`, `receive`, `acknowledge` one message at a time;
-   - `batched`: `send_many` (pipelined, 100 per batch), `receive(max_messages=10)` and
-     one `acknowledge` per message (each is an atomic Lua script call).
+   - `batched`: `send_many` (one script call per 100 bodies), `receive(max_messages=10)`
+     and `acknowledge_all` of each received batch (one atomic script call per batch).
 2. **Scaling**: K = 1, 2, 4 `wink worker` processes (concurrency 1 each) on an agent that
    waits 100 ms, N = 50 K samples through `run_distributed`. The workers are started and
    ready before the clock starts. `speedup_kK = time(K=1) / time(K)`; perfect is K.
@@ -47,11 +50,13 @@ from weakincentives.contrib.distributed import (
 from weakincentives.contrib.mailbox import RedisMailbox
 from weakincentives.evals import Sample, exact_match
 from weakincentives.runtime import FunctionLoop
+from weakincentives.runtime.mailbox import acknowledge_all
 
 __all__ = ["TARGETS", "main", "worker_spec"]
 
 TARGETS: dict[str, tuple[str, float]] = {
-    "roundtrip_batched_msgs_per_s": (">=", 5000.0),
+    "roundtrip_batched_msgs_per_s": (">=", 10_000.0),
+    "roundtrip_sequential_msgs_per_s": (">=", 3000.0),
     "speedup_k2": (">=", 1.8),
     "speedup_k4": (">=", 3.6),
 }
@@ -154,6 +159,16 @@ def roundtrip_raw_list(client: Any, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def roundtrip_raw_sequential(client: Any, n: int) -> float:
+    key = f"w4-raw-seq-{uuid.uuid4().hex}"
+    start = time.perf_counter()
+    for _ in range(n):
+        client.lpush(key, _BODY)
+        client.rpop(key)
+        client.delete(f"{key}:ack")
+    return n / (time.perf_counter() - start)
+
+
 def roundtrip_sequential(mailbox: RedisMailbox[str, Any], n: int) -> float:
     start = time.perf_counter()
     for _ in range(n):
@@ -170,9 +185,9 @@ def roundtrip_batched(mailbox: RedisMailbox[str, Any], n: int) -> float:
         mailbox.send_many([_BODY] * batch)
         got = 0
         while got < batch:
-            for message in mailbox.receive(max_messages=10):
-                message.acknowledge()
-                got += 1
+            messages = mailbox.receive(max_messages=10)
+            acknowledge_all(messages)
+            got += len(messages)
     return n / (time.perf_counter() - start)
 
 
@@ -184,6 +199,7 @@ def measure_roundtrips(url: str, n: int, repeats: int) -> dict[str, float]:
     )
     variants: dict[str, Callable[[int], float]] = {
         "raw_list": lambda k: roundtrip_raw_list(client, k),
+        "raw_sequential": lambda k: roundtrip_raw_sequential(client, k),
         "sequential": lambda k: roundtrip_sequential(mailbox, k),
         "batched": lambda k: roundtrip_batched(mailbox, k),
     }
@@ -197,6 +213,7 @@ def measure_roundtrips(url: str, n: int, repeats: int) -> dict[str, float]:
     client.close()
     metrics = {f"roundtrip_{name}_msgs_per_s": rate for name, rate in best.items()}
     metrics["roundtrip_batched_vs_raw_list"] = best["batched"] / best["raw_list"]
+    metrics["roundtrip_sequential_vs_raw_sequential"] = best["sequential"] / best["raw_sequential"]
     return metrics
 
 

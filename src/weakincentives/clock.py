@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock", "async_sleep"]
 
 
 @runtime_checkable
@@ -46,6 +46,12 @@ class SystemClock:
         """Sleep for `seconds` (negative values sleep for zero)."""
         time.sleep(max(0.0, seconds))
 
+    async def asleep(self, seconds: float) -> None:
+        """`sleep` awaited (asyncio or trio): the event loop runs other tasks meanwhile."""
+        import anyio  # here, not at the top: most programs never sleep this way
+
+        await anyio.sleep(max(0.0, seconds))
+
 
 SYSTEM_CLOCK = SystemClock()
 """The process-wide real clock; the default wherever a `clock=` is accepted."""
@@ -76,6 +82,13 @@ class FakeClock:
         """Advance the clock by `seconds` without blocking."""
         self.advance(max(0.0, seconds))
 
+    async def asleep(self, seconds: float) -> None:
+        """`sleep`, then let other tasks run once."""
+        import anyio.lowlevel
+
+        self.advance(max(0.0, seconds))
+        await anyio.lowlevel.checkpoint()
+
     def advance(self, seconds: float) -> None:
         """Move both wall and monotonic time forward by `seconds`."""
         if seconds < 0:
@@ -83,3 +96,16 @@ class FakeClock:
         with self._lock:
             self._mono += seconds
             self._wall += timedelta(seconds=seconds)
+
+
+async def async_sleep(clock: Clock, seconds: float) -> None:
+    """Wait `seconds` on `clock` from async code.
+
+    Awaits the clock's `asleep` when it has one (`SystemClock` and `FakeClock` do), so the
+    event loop keeps running; a clock with only `sleep` is called as it is (it blocks).
+    """
+    asleep = getattr(clock, "asleep", None)
+    if asleep is not None:
+        await asleep(seconds)
+    else:
+        clock.sleep(seconds)

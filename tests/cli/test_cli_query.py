@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import logging
+import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,9 +12,14 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from weakincentives.cli import app
-from weakincentives.cli._query import MAX_CELL, TABLE_ROWS
+from weakincentives.cli._query import MAX_CELL, TABLE_ROWS, QueryFormat, print_rows
 from weakincentives.clock import FakeClock
-from weakincentives.debug import RUN_EXAMPLES, DebugBundleConfig, bundle_recorder
+from weakincentives.debug import (
+    RUN_EXAMPLES,
+    DebugBundleConfig,
+    QueryDatabase,
+    bundle_recorder,
+)
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.runtime.session import TokenUsage
 
@@ -164,3 +170,55 @@ def test_no_cache_leaves_no_cache_file(run_dir: Path) -> None:
     (run_dir / ".query-cache.sqlite").unlink()
     assert wink(run_dir, PASS_RATE, "--no-cache").exit_code == 0
     assert not (run_dir / ".query-cache.sqlite").exists()
+
+
+MANY = (
+    "WITH RECURSIVE c(x) AS (VALUES(1) UNION ALL SELECT x + 1 FROM c WHERE x < {n}) "
+    "SELECT x, printf('%0200d', x) AS pad, NULL AS empty, x / 2.0 AS half FROM c"
+)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_streamed_json_is_the_text_json_dumps_gives(run_dir: Path, n: int) -> None:
+    out = wink(run_dir, MANY.format(n=n) + f" WHERE x <= {n}", "-f", "json", "--no-cache")
+
+    assert out.exit_code == 0, out.output
+    rows = [{"x": x, "pad": f"{x:0200d}", "empty": None, "half": x / 2} for x in range(1, n + 1)]
+    assert out.stdout == json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    assert f"{n} row" in out.stderr
+
+
+@pytest.mark.parametrize("fmt", [QueryFormat.JSON, QueryFormat.CSV])
+def test_json_and_csv_stream_rows_in_bounded_memory(run_dir: Path, fmt: QueryFormat) -> None:
+    n = 20_000  # 4-6 MB of output
+    written = 0
+
+    class Sink(io.StringIO):  # counts, keeps nothing
+        def write(self, text: str) -> int:
+            nonlocal written
+            written += len(text)
+            return len(text)
+
+    with QueryDatabase.open(run_dir, cache=False) as db:
+        tracemalloc.start()
+        try:
+            with db.stream(MANY.format(n=n)) as stream:
+                print_rows(stream, fmt, Sink())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+
+    assert stream.count == n and not stream.truncated
+    assert written > 4_000_000
+    # A batch of rows (and the JSON encoder's garbage) at a time, not the whole output.
+    assert peak < 2_000_000  # holding the rows would take more than the output
+
+
+def test_a_stream_stops_at_its_limit_and_frees_the_cursor(run_dir: Path) -> None:
+    with QueryDatabase.open(run_dir, cache=False) as db:
+        with db.stream(MANY.format(n=10), limit=4) as stream:
+            assert [row[0] for row in stream] == [1, 2, 3, 4]
+        assert (stream.count, stream.truncated) == (4, True)
+        assert list(stream) == []  # read once
+        again = db.execute(MANY.format(n=10), limit=20)
+        assert (len(again.rows), again.truncated) == (10, False)

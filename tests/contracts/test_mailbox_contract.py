@@ -34,7 +34,13 @@ from weakincentives.errors import (
     NoReplyToError,
     ReceiptHandleExpiredError,
 )
-from weakincentives.runtime.mailbox import Mailbox, Message, RegistryResolver
+from weakincentives.runtime.mailbox import (
+    Mailbox,
+    Message,
+    RegistryResolver,
+    SupportsSendMany,
+    acknowledge_all,
+)
 
 SHORT = 0.2
 """A visibility timeout or delay that a test lets pass with `advance(PAST)`."""
@@ -494,3 +500,41 @@ def test_mailbox_matches_reference_model(backend: Backend) -> None:
         )
     finally:
         harness.close()
+
+
+def test_send_many_is_send_for_each_body_in_order(harness: Harness) -> None:
+    mailbox = harness.new("many")
+    replies = harness.new("many-replies")
+    if not isinstance(mailbox, SupportsSendMany):
+        pytest.skip("this backend has no send_many")
+
+    assert mailbox.send_many([]) == []
+    ids = mailbox.send_many([f"b{i}" for i in range(25)], reply_to=replies)
+
+    got: list[Message[Any, Any]] = []
+    while batch := receive_all(mailbox):
+        got += batch
+    assert [m.body for m in got] == [f"b{i}" for i in range(25)]
+    assert [m.id for m in got] == ids
+    assert {m.reply_to_name for m in got} == {replies.name}
+    later = mailbox.send_many(["late"], delay=SHORT)
+    assert receive_all(mailbox) == []
+    harness.advance(PAST)
+    assert [m.id for m in receive_all(mailbox)] == later
+
+
+def test_acknowledge_all_settles_a_batch_and_returns_the_stale(harness: Harness) -> None:
+    mailbox = harness.new("ack-all")
+    for body in ("a", "b", "c", "d"):
+        mailbox.send(body)
+    first = receive_all(mailbox, visibility_timeout=SHORT)
+    first[0].acknowledge()  # its handle is stale for the batch below
+    harness.advance(PAST)  # the other three come back under new handles
+    second = receive_all(mailbox)
+
+    stale = acknowledge_all([*first, *second])
+
+    assert sorted(m.body for m in stale) == ["a", "b", "c", "d"]  # every first delivery
+    assert [m.settled for m in second] == [True, True, True]
+    assert mailbox.approximate_count() == 0
+    assert acknowledge_all([]) == []

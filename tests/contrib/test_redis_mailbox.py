@@ -26,8 +26,10 @@ from tests.helpers.redis_server import (
 )
 from weakincentives.clock import FakeClock
 from weakincentives.contrib.mailbox import JsonCodec, RedisMailbox, RedisMailboxFactory
+from weakincentives.contrib.mailbox._redis import SEND_CHUNK
 from weakincentives.errors import (
     MailboxArgumentError,
+    MailboxClosedError,
     MailboxConnectionError,
     MailboxError,
     MailboxFullError,
@@ -37,7 +39,7 @@ from weakincentives.errors import (
 from weakincentives.evals import EvalRequest, Sample
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.dlq import DeadLetter
-from weakincentives.runtime.mailbox import CompositeResolver, Message
+from weakincentives.runtime.mailbox import CompositeResolver, Message, acknowledge_all
 
 pytestmark = pytest.mark.redis
 
@@ -133,12 +135,15 @@ def test_a_long_poll_ends_under_a_clock_that_does_not_move(
 
 
 def exercise(mailbox: RedisMailbox[Any, Any]) -> None:
-    """Touch every key of a queue: sends, a delivery in flight, a nack, a wake-up."""
+    """Touch every key of a queue: sends (one and a batch), a delivery in flight, a nack,
+    a batch acknowledged at once, a wake-up."""
     mailbox.send("a", reply_to="replies")
     mailbox.send("b", delay=30)
     only(mailbox.receive(visibility_timeout=60))
     mailbox.send("c")
     only(mailbox.receive(visibility_timeout=60)).nack(visibility_timeout=30)
+    mailbox.send_many(["d", "e"], reply_to="replies")
+    assert acknowledge_all(mailbox.receive(max_messages=2, visibility_timeout=60)) == []
 
 
 def test_every_key_is_namespaced_and_hash_tagged_into_one_slot(
@@ -521,3 +526,53 @@ def test_a_thousand_round_trips_take_well_under_a_few_seconds(
 
     assert time.monotonic() - started < 15  # a generous bound: benchmarks live in bench/
     assert mailbox.approximate_count() == 0
+
+
+def test_send_many_is_one_script_call_per_chunk_and_ack_all_one_per_batch(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    mailbox = make()
+    n = SEND_CHUNK + 3
+    before = evalsha_calls(client)
+
+    ids = mailbox.send_many({"n": i} for i in range(n))
+
+    assert evalsha_calls(client) - before == 2  # two chunks, one pipeline
+    assert mailbox.approximate_count() == n == len(set(ids))
+    first = list(mailbox.receive(max_messages=10))
+    assert acknowledge_all(first) == []  # loads the script
+    batch = list(mailbox.receive(max_messages=10))
+    before = evalsha_calls(client)
+    assert acknowledge_all(batch) == []
+    assert evalsha_calls(client) - before == 1
+    assert all(m.settled for m in batch)
+    assert mailbox.approximate_count() == n - 20
+    assert [m.body for m in first + batch] == [{"n": i} for i in range(20)]
+
+
+def test_acknowledge_all_translates_errors_and_refuses_a_closed_mailbox(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    mailbox = make()
+    mailbox.send_many(["a", "b"])
+    batch = list(mailbox.receive(max_messages=10))
+    client.delete(mailbox.keys[5])
+    client.set(mailbox.keys[5], "not a hash")
+
+    with pytest.raises(MailboxError, match="acknowledge_many"):
+        acknowledge_all(batch)
+    mailbox.close()
+    with pytest.raises(MailboxClosedError):
+        acknowledge_all(batch)
+
+
+def test_scripts_flushed_from_the_server_are_loaded_again(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    mailbox = make()
+    mailbox.send("before")
+    client.script_flush()
+
+    mailbox.send("after")
+
+    assert [m.body for m in mailbox.receive(max_messages=10)] == ["before", "after"]

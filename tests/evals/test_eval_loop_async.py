@@ -508,12 +508,12 @@ class EchoLoop(AgentLoop[str, str]):
     [FunctionLoop(str.upper, name="upper"), EchoLoop(adapter=FunctionAdapter(lambda r: "x"))],
     ids=["sync-function", "agent-loop"],
 )
-def test_evaluate_async_needs_an_async_function_loop(agent: AgentLoop[Any, Any]) -> None:
+def test_evaluate_async_needs_an_async_loop(agent: AgentLoop[Any, Any]) -> None:
     loop = EvalLoop(loop=agent, evaluator=exact_match)
     request = EvalRequest(sample=Sample(id="s", input="q", expected="Q"), experiment=BASELINE)
 
     assert not loop.handles_async
-    with pytest.raises(ConfigurationError, match="evaluate_async needs a FunctionLoop"):
+    with pytest.raises(ConfigurationError, match="evaluate_async needs an async loop"):
         asyncio.run(loop.evaluate_async(request))
     assert loop.evaluate(request).result.sample_id == "s"  # the sync path still works
 

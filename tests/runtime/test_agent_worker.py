@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import Counter
@@ -337,3 +338,76 @@ def test_serve_answers_one_request_without_a_mailbox() -> None:
     worker = AgentLoopWorker(calc_loop(), requests=requests)
     answer = worker.serve(AgentLoopRequest("What is 9 - 4?"))
     assert answer.output == Answer(5.0, "The calculator returned 5.") and answer.ok
+
+
+class AsyncModel:
+    """`Model` as an `async def` (an async adapter); counts requests in flight."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.in_flight = 0
+        self.most = 0
+        self.threads: set[int] = set()
+
+    async def __call__(self, request: ModelRequest) -> FunctionReply | str:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        self.threads.add(threading.get_ident())
+        try:
+            await asyncio.sleep(0.02)
+            return self.model(request)
+        finally:
+            self.in_flight -= 1
+
+
+def test_an_async_loop_is_served_as_tasks_with_the_same_answers() -> None:
+    def hook(request: ModelRequest) -> FunctionReply | None:
+        if "explode" in request.last_user_text():
+            raise RuntimeError("model exploded")
+        return None
+
+    model = AsyncModel(Model(hook))
+    loop = CalcLoop(adapter=FunctionAdapter(model))
+    requests, answers = mailboxes()
+    good = [AgentLoopRequest(f"What is {i} + 1?") for i in range(8)]
+    bad = AgentLoopRequest("explode 1 + 1")
+    for request in (*good, bad):
+        requests.send(request, reply_to=answers)
+    worker = AgentLoopWorker(loop, requests=requests, max_concurrent=9)
+
+    assert worker.handles_async
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    got = {r.request_id: r for r in replies(answers)}
+    assert [got[r.request_id].output for r in good] == [
+        Answer(float(i + 1), f"The calculator returned {i + 1}.") for i in range(8)
+    ]
+    assert (got[bad.request_id].error_kind, got[bad.request_id].error) == (
+        "agent",
+        "RuntimeError: model exploded",
+    )
+    assert model.most == 9 and len(model.threads) == 1  # tasks on one event loop
+
+
+def test_an_async_loop_retries_transient_failures() -> None:
+    calls = Counter[str]()
+
+    def hook(request: ModelRequest) -> FunctionReply | None:
+        calls[request.last_user_text()] += 1
+        if request.turn == 0 and calls[request.last_user_text()] == 1:
+            raise AdapterConnectionError("connection reset")
+        return None
+
+    loop = CalcLoop(adapter=FunctionAdapter(AsyncModel(Model(hook))))
+    requests, answers = mailboxes()
+    request = AgentLoopRequest("What is 2 + 2?")
+    requests.send(request, reply_to=answers)
+    worker = AgentLoopWorker(
+        loop, requests=requests, retry=NO_WAIT, transient_errors=(AdapterConnectionError,)
+    )
+
+    worker.run(until_drained=True, wait_time_seconds=0)
+
+    (answer,) = replies(answers)
+    assert (answer.output, answer.delivery_count) == (Answer(4.0, "The calculator returned 4."), 2)
+    assert worker.stats.retried == 1

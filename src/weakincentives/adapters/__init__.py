@@ -1,12 +1,14 @@
 """Provider adapters: run a prompt, tools included, against a model.
 
-`ProviderAdapter` is the protocol. `OpenAIAdapter` (in `weakincentives.adapters.openai`)
-talks to any OpenAI-compatible server, `AnthropicAdapter` (`weakincentives[anthropic]`) to
-Claude's Messages API and `GeminiAdapter` (`weakincentives[gemini]`) to the Gemini API;
-`FunctionAdapter` makes a Python function the model, for tests and offline demos. All take a
-`ResponseCache` (`SQLiteResponseCache` on disk) and are `CacheableAdapter`s:
-`adapter.with_cache(cache)` is a copy that replays recorded turns. Each describes itself
-(`describe()`), and `pricing` turns their token usage into dollars.
+`ProviderAdapter` is the protocol; `AsyncProviderAdapter` adds `aevaluate`, the async path
+that lets an agent in flight be a task instead of a thread (`is_async_adapter` tells).
+`OpenAIAdapter` (in `weakincentives.adapters.openai`) talks to any OpenAI-compatible
+server, `AnthropicAdapter` (`weakincentives[anthropic]`) to Claude's Messages API and
+`GeminiAdapter` (`weakincentives[gemini]`) to the Gemini API; `FunctionAdapter` makes a
+Python function the model, for tests and offline demos. All take a `ResponseCache`
+(`SQLiteResponseCache` on disk) and are `CacheableAdapter`s: `adapter.with_cache(cache)` is
+a copy that replays recorded turns. Each describes itself (`describe()`), and `pricing`
+turns their token usage into dollars.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from weakincentives.adapters._cache import (
     NullCache,
     SQLiteResponseCache,
+    acached_model_call,
     cache_key,
     cached_model_call,
 )
@@ -30,6 +33,7 @@ from weakincentives.adapters._provenance import (
     strip_credentials,
 )
 from weakincentives.adapters._types import (
+    AsyncProviderAdapter,
     CacheableAdapter,
     CacheStats,
     Heartbeat,
@@ -38,6 +42,7 @@ from weakincentives.adapters._types import (
     PromptResponse,
     ProviderAdapter,
     ResponseCache,
+    is_async_adapter,
 )
 from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
 
@@ -67,6 +72,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AdapterInfo",
     "AnthropicAdapter",
+    "AsyncProviderAdapter",
     "CacheStats",
     "CacheableAdapter",
     "DescribedAdapter",
@@ -84,10 +90,12 @@ __all__ = [
     "ProviderAdapter",
     "ResponseCache",
     "SQLiteResponseCache",
+    "acached_model_call",
     "cache_key",
     "cached_model_call",
     "configure_model",
     "describe_adapter",
+    "is_async_adapter",
     "package_version",
     "parse_model_args",
     "strip_credentials",

@@ -37,7 +37,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -54,6 +54,7 @@ __all__ = [
     "CACHE_KEY_VERSION",
     "NullCache",
     "SQLiteResponseCache",
+    "acached_model_call",
     "cache_key",
     "cached_model_call",
     "is_deterministic",
@@ -288,23 +289,57 @@ def cached_model_call(
         return call
 
     def cached(request: ModelRequest) -> ModelTurn:
-        key = cache_key(
-            model_name,
-            request.messages,
-            request.tools,
-            params,
-            output_schema=request.output_schema,
-        )
-        raw = cache.get(key)
-        if raw is not None:
-            try:
-                return serde.loads(ModelTurn, raw)
-            except SerdeError as exc:
-                _log.warning(
-                    "cached response %s no longer decodes (%s); calling the model", key, exc
-                )
-        turn = call(request)  # raises -> nothing is stored
-        cache.put(key, serde.dumps(turn))
+        key = _request_key(model_name, request, params)
+        turn = _lookup(cache, key)
+        if turn is None:
+            turn = call(request)  # raises -> nothing is stored
+            cache.put(key, serde.dumps(turn))
         return turn
 
     return cached
+
+
+def acached_model_call(
+    call: Callable[[ModelRequest], Awaitable[ModelTurn]],
+    cache: ResponseCache,
+    *,
+    model_name: str,
+    parameters: Mapping[str, Any] | None = None,
+    cache_nondeterministic: bool = False,
+) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
+    """`cached_model_call` for an async model call (same keys, same entries).
+
+    The cache itself is called inline on the event loop: a lookup in a local SQLite
+    file or in memory is short next to a model call.
+    """
+    params = dict(parameters or {})
+    if not cache_nondeterministic and not is_deterministic(params):
+        return call
+
+    async def cached(request: ModelRequest) -> ModelTurn:
+        key = _request_key(model_name, request, params)
+        turn = _lookup(cache, key)
+        if turn is None:
+            turn = await call(request)  # raises -> nothing is stored
+            cache.put(key, serde.dumps(turn))
+        return turn
+
+    return cached
+
+
+def _request_key(model_name: str, request: ModelRequest, params: Mapping[str, Any]) -> str:
+    return cache_key(
+        model_name, request.messages, request.tools, params, output_schema=request.output_schema
+    )
+
+
+def _lookup(cache: ResponseCache, key: str) -> ModelTurn | None:
+    """The cached turn under `key`, or None (a value that no longer decodes is a miss)."""
+    raw = cache.get(key)
+    if raw is None:
+        return None
+    try:
+        return serde.loads(ModelTurn, raw)
+    except SerdeError as exc:
+        _log.warning("cached response %s no longer decodes (%s); calling the model", key, exc)
+        return None

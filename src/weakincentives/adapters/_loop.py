@@ -1,9 +1,16 @@
-"""The model/tool loop shared by every adapter."""
+"""The model/tool loop shared by every adapter, sync and async.
+
+`_RunState.steps` is the loop itself as a generator that yields each `ModelRequest` and is
+sent back the `ModelTurn` that answers it, so the loop does no I/O: `run_prompt` drives it
+with a blocking model call, `arun_prompt` with an awaited one, and the two cannot drift
+apart. Tools run where the loop runs (on the event loop for `arun_prompt`): tool handlers
+are synchronous and expected to be quick.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 from weakincentives import serde
@@ -31,7 +38,7 @@ from weakincentives.runtime.session import (
 
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse
 
-__all__ = ["parse_output", "run_prompt"]
+__all__ = ["arun_prompt", "parse_output", "run_prompt"]
 
 OutputT = TypeVar("OutputT")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
@@ -57,6 +64,53 @@ def run_prompt(
     with the conversation, usage and counts so far is published before the exception
     propagates.
     """
+    state = _begin(prompt, session, clock, budget)
+    steps = state.steps(deadline, heartbeat, max_turns, output_retries)
+    try:
+        request = next(steps)
+        while True:
+            turn = call_model(request)  # outside the inner try: its StopIteration is an error
+            try:
+                request = steps.send(turn)
+            except StopIteration as stop:
+                response: PromptResponse[OutputT] = stop.value
+                return response
+    except Exception as exc:
+        state.fail(exc)
+        raise
+
+
+async def arun_prompt(
+    prompt: Prompt[OutputT],
+    *,
+    session: Session,
+    call_model: Callable[[ModelRequest], Awaitable[ModelTurn]],
+    deadline: Deadline | None,
+    budget: Budget | None,
+    heartbeat: Heartbeat | None,
+    max_turns: int,
+    output_retries: int = 1,
+    clock: Clock = SYSTEM_CLOCK,
+) -> PromptResponse[OutputT]:
+    """`run_prompt` with an awaited model call: the same loop, on the running event loop."""
+    state = _begin(prompt, session, clock, budget)
+    steps = state.steps(deadline, heartbeat, max_turns, output_retries)
+    try:
+        request = next(steps)
+        while True:
+            turn = await call_model(request)
+            try:
+                request = steps.send(turn)
+            except StopIteration as stop:
+                response: PromptResponse[OutputT] = stop.value
+                return response
+    except Exception as exc:
+        state.fail(exc)
+        raise
+
+
+def _begin(prompt: Prompt[Any], session: Session, clock: Clock, budget: Budget | None) -> _RunState:
+    """Render `prompt`, record `PromptRendered`, and start the run's state."""
     rendered = prompt.render()
     session.dispatch(
         PromptRendered(
@@ -71,12 +125,7 @@ def run_prompt(
             output_type=_type_name(rendered.output_type),
         ),
     )
-    state = _RunState(prompt, rendered, session, clock, BudgetTracker(budget))
-    try:
-        return state.run(call_model, deadline, heartbeat, max_turns, output_retries)
-    except Exception as exc:
-        state.fail(exc)
-        raise
+    return _RunState(prompt, rendered, session, clock, BudgetTracker(budget))
 
 
 class _RunState:
@@ -102,14 +151,14 @@ class _RunState:
         self.model: str | None = None
         self.parsing = False
 
-    def run(
+    def steps(
         self,
-        call_model: Callable[[ModelRequest], ModelTurn],
         deadline: Deadline | None,
         heartbeat: Heartbeat | None,
         max_turns: int,
         output_retries: int,
-    ) -> PromptResponse[Any]:
+    ) -> Generator[ModelRequest, ModelTurn, PromptResponse[Any]]:
+        """The loop without I/O: yields each model request, is sent the turn answering it."""
         prompt, rendered = self.prompt, self.rendered
         tools = {t.name: t for t in rendered.tools}
         specs = tuple(t.spec() for t in rendered.tools)
@@ -121,7 +170,7 @@ class _RunState:
                 deadline.check(f"prompt {prompt.name}")
             if heartbeat is not None:
                 heartbeat()
-            turn = call_model(
+            turn = yield (
                 ModelRequest(
                     messages=tuple(self.messages),
                     tools=specs,
@@ -130,7 +179,7 @@ class _RunState:
                     prompt_name=prompt.name,
                     turn=self.model_requests,
                     timeout=deadline.remaining() if deadline is not None else None,
-                ),
+                )
             )
             self.model_requests += 1
             self.model = turn.model or self.model

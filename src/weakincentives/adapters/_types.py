@@ -11,6 +11,7 @@ from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
 
 __all__ = [
+    "AsyncProviderAdapter",
     "CacheStats",
     "CacheableAdapter",
     "Heartbeat",
@@ -19,6 +20,7 @@ __all__ = [
     "PromptResponse",
     "ProviderAdapter",
     "ResponseCache",
+    "is_async_adapter",
 ]
 
 OutputT = TypeVar("OutputT")
@@ -183,3 +185,57 @@ class CacheableAdapter(ProviderAdapter, Protocol):
         client) is the same.
         """
         ...
+
+
+@runtime_checkable
+class AsyncProviderAdapter(ProviderAdapter, Protocol):
+    """A `ProviderAdapter` with a native async path: the contract of async agents.
+
+    Two members beside `evaluate`:
+
+    - `aevaluate(...)`: the same as `evaluate` (same arguments, events, response and
+      errors), as a coroutine to await on the running event loop; model calls go through
+      the provider SDK's async client, tool handlers run on the loop.
+    - `is_async`: True when `aevaluate` never blocks the event loop. `AgentLoop.aexecute`
+      (and through it the local runner and `EvalLoop`) then awaits the adapter, so a
+      sample in flight is a task, not a thread; when False, callers use `evaluate` in a
+      worker thread as for any sync adapter.
+
+    `OpenAIAdapter` is async (`openai.AsyncOpenAI`); `FunctionAdapter` is when its model
+    function is an `async def`. An adapter without these members is a sync adapter and
+    keeps working everywhere. Test with `is_async_adapter(adapter)`.
+    """
+
+    @property
+    def is_async(self) -> bool:
+        """Whether `aevaluate` is safe to await on an event loop (never blocks it)."""
+        ...
+
+    async def aevaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """`evaluate`, awaited on the running event loop (same events and errors)."""
+        ...
+
+
+def is_async_adapter(adapter: object) -> bool:
+    """Whether `adapter` is an `AsyncProviderAdapter` whose `is_async` is True.
+
+    Example:
+        >>> from weakincentives.adapters import FunctionAdapter
+        >>> async def model(request: ModelRequest) -> str:
+        ...     return "hi"
+        >>> is_async_adapter(FunctionAdapter(model)), is_async_adapter(FunctionAdapter(str))
+        (True, False)
+    """
+    # The two members, read directly: `isinstance` on a runtime-checkable Protocol walks
+    # its attributes on every call, and this is asked once per sample.
+    return getattr(adapter, "is_async", False) is True and callable(
+        getattr(adapter, "aevaluate", None)
+    )

@@ -5,6 +5,12 @@ loop, structured output parsing and session events, but the next assistant turn 
 from your function instead of a provider. It is deterministic as long as your function
 is. Do not use it to claim anything about a real model.
 
+The model function may be an `async def`: the adapter is then async
+(`is_async_adapter`), `aevaluate` awaits it and `AgentLoop` runs on that path, so a
+simulated model that waits (`await asyncio.sleep(...)`) costs a task, not a thread.
+`evaluate` runs an async model in a fresh event loop; `aevaluate` calls a sync one on
+the running loop (keep it quick).
+
 Example:
     >>> from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
     >>> from weakincentives.runtime.session import Session
@@ -19,9 +25,11 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
@@ -32,12 +40,18 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage, ToolCall
 
-from ._cache import cached_model_call
-from ._loop import run_prompt
+from ._cache import acached_model_call, cached_model_call
+from ._loop import arun_prompt, run_prompt
 from ._provenance import AdapterInfo, package_version
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
-__all__ = ["FunctionAdapter", "FunctionModel", "FunctionReply", "estimate_tokens"]
+__all__ = [
+    "AsyncFunctionModel",
+    "FunctionAdapter",
+    "FunctionModel",
+    "FunctionReply",
+    "estimate_tokens",
+]
 
 OutputT = TypeVar("OutputT")
 
@@ -73,6 +87,9 @@ class FunctionReply:
 FunctionModel = Callable[[ModelRequest], "FunctionReply | str"]
 """`model(request) -> FunctionReply | str`; a plain string is a final text answer."""
 
+AsyncFunctionModel = Callable[[ModelRequest], "Awaitable[FunctionReply | str]"]
+"""`async def model(request) -> FunctionReply | str`: a model that awaits (see the module)."""
+
 
 def estimate_tokens(text: str | None) -> int:
     """A deterministic token estimate: about four characters a token."""
@@ -83,8 +100,8 @@ def estimate_tokens(text: str | None) -> int:
 class FunctionAdapter:
     """Adapter whose "model" is `model(request)`; see the module docstring."""
 
-    model: FunctionModel
-    """Function from the conversation so far to the next assistant turn."""
+    model: FunctionModel | AsyncFunctionModel
+    """Function from the conversation so far to the next assistant turn (may be async)."""
     model_name: str = "function-model"
     """Name recorded as the model."""
     max_turns: int = 16
@@ -141,6 +158,11 @@ class FunctionAdapter:
             changes["model_name"] = model
         return dataclasses.replace(self, **changes)
 
+    @property
+    def is_async(self) -> bool:
+        """True when `model` is an `async def` (see `AsyncProviderAdapter`)."""
+        return _is_coroutine_function(self.model)
+
     def evaluate(
         self,
         prompt: Prompt[OutputT],
@@ -150,16 +172,54 @@ class FunctionAdapter:
         budget: Budget | None = None,
         heartbeat: Heartbeat | None = None,
     ) -> PromptResponse[OutputT]:
-        """Run `prompt` with the function model (see `ProviderAdapter.evaluate`)."""
+        """Run `prompt` with the function model (see `ProviderAdapter.evaluate`).
+
+        Raises:
+            ConfigurationError: `model` is async and an event loop runs in this thread
+                (await `aevaluate` there).
+        """
+        if self.is_async:
+            _no_running_loop()
+            return asyncio.run(
+                self.aevaluate(
+                    prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
+                )
+            )
         call_model: Callable[[ModelRequest], ModelTurn] = self._call
         if self.cache is not None:
             call_model = cached_model_call(
-                self._call,
-                self.cache,
-                model_name=self.model_name,
+                self._call, self.cache, model_name=self.model_name,
                 parameters={"function": _qualified_name(self.model)},
-            )
+            )  # fmt: skip
         return run_prompt(
+            prompt,
+            session=session,
+            call_model=call_model,
+            deadline=deadline,
+            budget=budget,
+            heartbeat=heartbeat,
+            max_turns=self.max_turns,
+            output_retries=self.output_retries,
+            clock=self.clock,
+        )
+
+    async def aevaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """`evaluate` on the running event loop: an async model is awaited, a sync one called."""
+        call_model: Callable[[ModelRequest], Awaitable[ModelTurn]] = self._acall
+        if self.cache is not None:
+            call_model = acached_model_call(
+                self._acall, self.cache, model_name=self.model_name,
+                parameters={"function": _qualified_name(self.model)},
+            )  # fmt: skip
+        return await arun_prompt(
             prompt,
             session=session,
             call_model=call_model,
@@ -173,6 +233,15 @@ class FunctionAdapter:
 
     def _call(self, request: ModelRequest) -> ModelTurn:
         reply = self.model(request)
+        return self._turn(request, reply)  # type: ignore[arg-type]  # sync model: a reply
+
+    async def _acall(self, request: ModelRequest) -> ModelTurn:
+        reply = self.model(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return self._turn(request, reply)
+
+    def _turn(self, request: ModelRequest, reply: FunctionReply | str) -> ModelTurn:
         if isinstance(reply, str):
             reply = FunctionReply(text=reply)
         text = reply.text
@@ -188,6 +257,24 @@ class FunctionAdapter:
         )
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)
+
+
+def _is_coroutine_function(fn: object) -> bool:
+    """An `async def`, or an object whose `__call__` is one."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    return inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+def _no_running_loop() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigurationError(
+        "FunctionAdapter: the model function is async and an event loop is already running "
+        "in this thread; use `await adapter.aevaluate(...)` there"
+    )
 
 
 def _qualified_name(fn: object) -> str:

@@ -27,17 +27,16 @@ Example:
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import openai
 
-from weakincentives.clock import SYSTEM_CLOCK, Clock
+from weakincentives.clock import SYSTEM_CLOCK, Clock, async_sleep
 from weakincentives.errors import (
     AdapterConnectionError,
     AdapterError,
@@ -53,11 +52,12 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
 
-from ._cache import cached_model_call
-from ._loop import run_prompt
+from ._cache import acached_model_call, cached_model_call
+from ._loop import arun_prompt, run_prompt
+from ._openai_client import KeyFreeCache, LoopClients, check_limits, left, make_client
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
 from ._provenance import AdapterInfo, strip_credentials
-from ._types import CacheStats, Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
+from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
 
@@ -69,16 +69,10 @@ _MAX_BACKOFF = 8.0
 """Cap of the exponential backoff, in seconds."""
 _MAX_RETRY_AFTER = 300.0
 """A longer `Retry-After` is not waited out: the adapter gives up at once."""
-_NO_KEY = "no-key"
-"""Sent as the key to a `base_url` server when none is configured (local servers need none)."""
 _SERVER_TEMPERATURE = 1.0
 """The temperature assumed when none is sent: OpenAI's documented default, which samples."""
 _SETTINGS = ("temperature", "timeout", "max_turns", "max_retries", "output_retries")
 """`with_model` parameters that are adapter settings rather than request body fields."""
-_MIN_GUARDED_KEY = 8
-"""Keys at least this long are kept out of cached values (a shorter one matches too much)."""
-
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +96,9 @@ class OpenAIAdapter:
         api_key: Defaults to `OPENAI_API_KEY`; may be left out when `base_url` is set.
         client: A ready `openai.OpenAI` client to use instead of `base_url`/`api_key`
             (its own retries are turned off; the adapter does not close it).
+        async_client: A ready `openai.AsyncOpenAI` client for `aevaluate` (default: one
+            per event loop, with the sync client's key, URL and timeout, closed when its
+            loop shuts down).
         max_turns: Model calls allowed per run before `TurnLimitExceededError`.
         max_retries: Retries after a 429, a 5xx or a connection failure (0: none).
         timeout: Seconds one HTTP request may take; the run's deadline may shorten it.
@@ -126,6 +123,7 @@ class OpenAIAdapter:
         base_url: str | None = None,
         api_key: str | None = None,
         client: openai.OpenAI | None = None,
+        async_client: openai.AsyncOpenAI | None = None,
         max_turns: int = 16,
         max_retries: int = 3,
         timeout: float = 60.0,
@@ -142,7 +140,7 @@ class OpenAIAdapter:
             raise ConfigurationError(
                 "OpenAIAdapter needs a model: pass model='...' or set OPENAI_MODEL",
             )
-        _check_limits(max_turns=max_turns, max_retries=max_retries, timeout=timeout)
+        check_limits(max_turns=max_turns, max_retries=max_retries, timeout=timeout)
         if output_retries < 0:
             raise ConfigurationError(f"output_retries must be 0 or more, got {output_retries}")
         self.model = model
@@ -157,7 +155,8 @@ class OpenAIAdapter:
         self.cache_nondeterministic = cache_nondeterministic
         self._rng = rng or random.Random()
         self._owns_client = client is None
-        self._client = _make_client(client, base_url=base_url, api_key=api_key)
+        self._client = make_client(client, base_url=base_url, api_key=api_key)
+        self._async_clients = LoopClients(self._client, async_client)
         self._secret = self._client.api_key or ""
 
     @property
@@ -193,10 +192,21 @@ class OpenAIAdapter:
         # Never the key: reprs end up in logs and reports.
         return f"OpenAIAdapter(model={self.model!r}, base_url={self.base_url!r})"
 
+    @property
+    def is_async(self) -> bool:
+        """Always True: `aevaluate` uses the SDK's async client (see `AsyncProviderAdapter`)."""
+        return True
+
     def close(self) -> None:
         """Close the HTTP connections of a client the adapter created itself."""
         if self._owns_client:
             self._client.close()
+
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop (and the sync one, as `close`)."""
+        if self._owns_client:
+            await self._async_clients.aclose()
+        self.close()
 
     def with_cache(self, cache: ResponseCache | None) -> Self:
         """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`.
@@ -234,7 +244,7 @@ class OpenAIAdapter:
         clone.temperature = None if temperature is None else float(temperature)
         for name, value in settings.items():
             setattr(clone, name, value)
-        _check_limits(
+        check_limits(
             max_turns=clone.max_turns, max_retries=clone.max_retries, timeout=clone.timeout
         )
         if parameters:
@@ -278,12 +288,47 @@ class OpenAIAdapter:
         if self.cache is not None:
             call_model = cached_model_call(
                 self._call_model,
-                _KeyFreeCache(self.cache, self._secret),
+                KeyFreeCache(self.cache, self._secret),
                 model_name=self.model,
                 parameters=self._cache_parameters(),
                 cache_nondeterministic=self.cache_nondeterministic,
             )
         return run_prompt(
+            prompt,
+            session=session,
+            call_model=call_model,
+            deadline=deadline,
+            budget=budget,
+            heartbeat=heartbeat,
+            max_turns=self.max_turns,
+            output_retries=self.output_retries,
+            clock=self.clock,
+        )
+
+    async def aevaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """`evaluate` on the running event loop, through `openai.AsyncOpenAI`.
+
+        Same requests, retries (backoff awaited, not slept), cache, events and errors as
+        `evaluate`; a thousand of these in flight are a thousand tasks, not threads.
+        """
+        call_model: Callable[[ModelRequest], Awaitable[ModelTurn]] = self._acall_model
+        if self.cache is not None:
+            call_model = acached_model_call(
+                self._acall_model,
+                KeyFreeCache(self.cache, self._secret),
+                model_name=self.model,
+                parameters=self._cache_parameters(),
+                cache_nondeterministic=self.cache_nondeterministic,
+            )
+        return await arun_prompt(
             prompt,
             session=session,
             call_model=call_model,
@@ -307,41 +352,85 @@ class OpenAIAdapter:
         return {"temperature": float(temperature), "extra_body": self.extra_body or {}}
 
     def _call_model(self, request: ModelRequest) -> ModelTurn:
-        params = encode_request(request, model=self.model, temperature=self.temperature)
-        if self.extra_body:
-            params["extra_body"] = self.extra_body
-        where = f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+        params, where = self._params(request)
         started = self.clock.monotonic()
         attempt = 0
         while True:
             attempt += 1
-            left = _left(request.timeout, started, self.clock)
-            timeout = self.timeout if left is None else min(self.timeout, left)
-            if timeout <= 0:
-                raise DeadlineExceededError(
-                    f"{where}: the run's deadline passed before the model answered "
-                    f"({attempt - 1} attempts)",
-                )
+            timeout = self._attempt_timeout(request, started, attempt, where)
             try:
                 raw = self._client.chat.completions.with_raw_response.create(
                     **params, timeout=timeout
                 )
             except openai.OpenAIError as exc:
-                failure = self._translate(exc, where, timeout)
-                delay, reason = self._plan_retry(
-                    failure, attempt, _left(request.timeout, started, self.clock)
-                )
-                if delay is None:
-                    message = self._redact(f"{failure.message}{reason}")
-                    raise failure.error(message) from failure.cause
-                self.clock.sleep(delay)
+                self.clock.sleep(self._retry_delay(exc, request, started, attempt, where, timeout))
                 continue
+            return self._decode(raw.content, where, request.turn)
+
+    async def _acall_model(self, request: ModelRequest) -> ModelTurn:
+        params, where = self._params(request)
+        client = await self._async_clients.get()
+        started = self.clock.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            timeout = self._attempt_timeout(request, started, attempt, where)
             try:
-                return decode_completion(raw.content, where=where, turn=request.turn)
-            except AdapterResponseError as exc:
-                if self._secret and self._secret in str(exc):  # the body echoed the key
-                    raise AdapterResponseError(self._redact(str(exc))) from None
-                raise
+                raw = await client.chat.completions.with_raw_response.create(
+                    **params, timeout=timeout
+                )
+            except openai.OpenAIError as exc:
+                delay = self._retry_delay(exc, request, started, attempt, where, timeout)
+                await async_sleep(self.clock, delay)
+                continue
+            return self._decode(raw.content, where, request.turn)
+
+    def _params(self, request: ModelRequest) -> tuple[dict[str, Any], str]:
+        """The SDK's keyword arguments for `request`, and where errors say it went."""
+        params = encode_request(request, model=self.model, temperature=self.temperature)
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
+        return params, f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+
+    def _attempt_timeout(
+        self, request: ModelRequest, started: float, attempt: int, where: str
+    ) -> float:
+        """The HTTP timeout of this attempt: the adapter's, cut to the run's deadline."""
+        remaining = left(request.timeout, started, self.clock)
+        timeout = self.timeout if remaining is None else min(self.timeout, remaining)
+        if timeout <= 0:
+            raise DeadlineExceededError(
+                f"{where}: the run's deadline passed before the model answered "
+                f"({attempt - 1} attempts)",
+            )
+        return timeout
+
+    def _retry_delay(
+        self,
+        exc: openai.OpenAIError,
+        request: ModelRequest,
+        started: float,
+        attempt: int,
+        where: str,
+        timeout: float,
+    ) -> float:
+        """Seconds to wait before retrying after `exc` (raises its translation on giving up)."""
+        failure = self._translate(exc, where, timeout)
+        delay, reason = self._plan_retry(
+            failure, attempt, left(request.timeout, started, self.clock)
+        )
+        if delay is None:
+            message = self._redact(f"{failure.message}{reason}")
+            raise failure.error(message) from failure.cause
+        return delay
+
+    def _decode(self, content: bytes, where: str, turn: int) -> ModelTurn:
+        try:
+            return decode_completion(content, where=where, turn=turn)
+        except AdapterResponseError as exc:
+            if self._secret and self._secret in str(exc):  # the body echoed the key
+                raise AdapterResponseError(self._redact(str(exc))) from None
+            raise
 
     def _translate(self, exc: openai.OpenAIError, where: str, timeout: float) -> _Failure:
         # The SDK's message may quote the response body; drop it from the chain if the
@@ -430,69 +519,3 @@ class OpenAIAdapter:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
-
-
-class _KeyFreeCache:
-    """`cache`, except that a value quoting the API key is not stored.
-
-    A model can only echo the key if the conversation holds it, but a cache file is
-    easy to share and outlives the run: it must never carry the key.
-    """
-
-    def __init__(self, cache: ResponseCache, secret: str) -> None:
-        self._cache = cache
-        # Short keys (the placeholder `_NO_KEY` among them) are not real secrets.
-        self._secret = secret.encode() if len(secret) >= _MIN_GUARDED_KEY else b""
-
-    def get(self, key: str) -> bytes | None:
-        return self._cache.get(key)
-
-    def put(self, key: str, value: bytes) -> None:
-        if self._secret and self._secret in value:
-            _log.warning("a model turn quoting the API key was not cached (key %s)", key)
-            return
-        self._cache.put(key, value)
-
-    @property
-    def stats(self) -> CacheStats:
-        return self._cache.stats
-
-
-def _left(budget: float | None, started: float, clock: Clock) -> float | None:
-    """Seconds left of a request's deadline budget, measured from `started`."""
-    return None if budget is None else budget - (clock.monotonic() - started)
-
-
-def _check_limits(*, max_turns: int, max_retries: int, timeout: float) -> None:
-    if max_turns < 1:
-        raise ConfigurationError(f"max_turns must be at least 1, got {max_turns}")
-    if max_retries < 0:
-        raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries}")
-    if not timeout > 0:
-        raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
-
-
-def _make_client(
-    client: openai.OpenAI | None, *, base_url: str | None, api_key: str | None
-) -> openai.OpenAI:
-    if client is not None:
-        if base_url is not None or api_key is not None:
-            raise ConfigurationError(
-                "OpenAIAdapter takes either client= or base_url=/api_key=, not both; "
-                "configure the client instead",
-            )
-        # Retries are ours (clock-driven, deadline-aware); the SDK's would sleep for real.
-        return client.with_options(max_retries=0)
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-    if api_key is None:
-        if base_url is None:
-            raise ConfigurationError(
-                "OpenAIAdapter needs an API key for OpenAI: pass api_key='...' or set "
-                "OPENAI_API_KEY (for a local server, pass base_url= or set OPENAI_BASE_URL)",
-            )
-        api_key = _NO_KEY
-    try:
-        return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
-    except openai.OpenAIError as exc:
-        raise ConfigurationError(f"cannot create the OpenAI client: {exc}") from exc

@@ -8,7 +8,8 @@ wink query runs/<run-id> --schema
 ```
 
 Rows go to stdout (a table, JSON or CSV); the row count, warnings and errors go to
-stderr. A bad target or bad SQL exits with status 2. The engine is
+stderr. JSON and CSV stream: rows are written as SQLite produces them, so memory does
+not grow with the number of rows printed. A bad target or bad SQL exits with status 2. The engine is
 `weakincentives.debug.QueryDatabase`.
 """
 
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from weakincentives.debug import QueryDatabase, QueryResult, TableInfo
+    from weakincentives.debug import QueryDatabase, QueryStream, TableInfo
 
-__all__ = ["QueryFormat", "query", "register"]
+__all__ = ["QueryFormat", "print_rows", "query", "register"]
 
 TABLE_ROWS = 1000
 """Rows the table format prints when no `--limit` is given (JSON and CSV print all)."""
@@ -106,9 +107,9 @@ def query(
                 _print_schema(db, fmt)
             if sql is not None:
                 shown = limit if limit is not None or fmt is not QueryFormat.TABLE else TABLE_ROWS
-                result = db.execute(sql, limit=shown, timeout=timeout)
-                _print_rows(result, fmt)
-                _print_count(err, result, shown, explicit=limit is not None)
+                with db.stream(sql, limit=shown, timeout=timeout) as stream:
+                    print_rows(stream, fmt, sys.stdout)
+                _print_count(err, stream, shown, explicit=limit is not None)
             for warning in db.warnings:
                 err.print(Text.assemble(("warning: ", "yellow"), warning))
     except QueryError as exc:
@@ -124,27 +125,42 @@ def register(app: typer.Typer) -> None:
 # -- rows -------------------------------------------------------------------------------
 
 
-def _print_rows(result: QueryResult, fmt: QueryFormat) -> None:
+def print_rows(stream: QueryStream, fmt: QueryFormat, out: IO[str]) -> None:
+    """Write the rows of `stream` to `out` in `fmt`; JSON and CSV as they are read."""
     # Redacted again on the way out: a run written before redaction (or a bundle made by
     # other code) may hold a secret.
     clean = default_redactor().text
     if fmt is QueryFormat.JSON:
-        rows = [{k: _jsonable(v, clean) for k, v in row.items()} for row in result.to_dicts()]
-        sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        _write_json(stream, out, clean)
     elif fmt is QueryFormat.CSV:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(result.columns)
-        writer.writerows([_csv_cell(v, clean) for v in row] for row in result.rows)
-    else:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(stream.columns)
+        writer.writerows([_csv_cell(v, clean) for v in row] for row in stream)
+    else:  # a table needs every row for its widths: bounded by --limit (TABLE_ROWS)
         from rich import box
         from rich.table import Table
 
         table = Table(box=box.SIMPLE_HEAD, highlight=False)
-        for name in result.columns:
+        for name in stream.columns:
             table.add_column(name, no_wrap=True, overflow="ellipsis")
-        for row in result.rows:
+        for row in stream:
             table.add_row(*(_table_cell(v, clean) for v in row))
         _console().print(table)
+
+
+def _write_json(stream: QueryStream, out: IO[str], clean: Callable[[str], str]) -> None:
+    """A JSON array of row objects, row by row: `json.dumps(rows, indent=2)`'s text."""
+    columns = stream.columns
+    first = True
+    for row in stream:
+        item = json.dumps(
+            {k: _jsonable(v, clean) for k, v in zip(columns, row, strict=True)},
+            indent=2,
+            ensure_ascii=False,
+        )
+        out.write(("[\n  " if first else ",\n  ") + item.replace("\n", "\n  "))
+        first = False
+    out.write("[]\n" if first else "\n]\n")
 
 
 def _console() -> Console:
@@ -158,12 +174,12 @@ def _console() -> Console:
     return out
 
 
-def _print_count(err: Console, result: QueryResult, shown: int | None, *, explicit: bool) -> None:
+def _print_count(err: Console, stream: QueryStream, shown: int | None, *, explicit: bool) -> None:
     from rich.text import Text
 
-    n = len(result.rows)
+    n = stream.count
     line = f"{n} row{'' if n == 1 else 's'}"
-    if result.truncated:
+    if stream.truncated:
         hint = "" if explicit else "; pass --limit N for more, or --format csv for all"
         line += f" (more matched: stopped at {shown}{hint})"
     err.print(Text(line, style="dim"))

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         TargetKind,
         query,
     )
-    from weakincentives.debug._readonly import QueryResult
+    from weakincentives.debug._readonly import QueryResult, QueryStream
     from weakincentives.debug._tables import BUNDLE_TABLE_COLUMNS, bundle_tables
     from weakincentives.debug._viewer import ViewerServer, create_viewer_app
     from weakincentives.debug._viewer_data import ViewerData
@@ -69,6 +69,7 @@ _LAZY: dict[str, str] = {
     "TargetKind": "_query",
     "query": "_query",
     "QueryResult": "_readonly",
+    "QueryStream": "_readonly",
     "BUNDLE_TABLE_COLUMNS": "_tables",
     "bundle_tables": "_tables",
     "DEFAULT_HOST": "_host",
@@ -95,6 +96,7 @@ __all__ = [
     "DebugBundleConfig",
     "QueryDatabase",
     "QueryResult",
+    "QueryStream",
     "RedactionPolicy",
     "ResultFilter",
     "ResultIndex",

@@ -36,9 +36,10 @@ from weakincentives.debug._query_cache import CACHE_FILE, load_cache, store_cach
 from weakincentives.debug._query_stats import SQL_FUNCTIONS, register_stat_functions
 from weakincentives.debug._readonly import (
     QueryResult,
+    QueryStream,
     check_statement,
     readonly_copy,
-    run_statement,
+    stream_statement,
     tables_read,
 )
 from weakincentives.debug._run_tables import (
@@ -282,6 +283,21 @@ class QueryDatabase:
             QueryError: the SQL is not allowed, does not compile or fails; the message
                 holds SQLite's and a hint.
         """
+        with self.stream(sql, limit=limit, timeout=timeout) as stream:
+            rows = tuple(stream)
+        return QueryResult(columns=stream.columns, rows=rows, truncated=stream.truncated)
+
+    def stream(
+        self, sql: str, *, limit: int | None = None, timeout: float | None = None
+    ) -> QueryStream:
+        """`execute`, with the rows fetched as the returned stream is read.
+
+        For output that may not fit in memory (`wink query -f json` over a large run):
+        only a batch of rows is held at a time. Read the stream before the next query.
+
+        Raises:
+            QueryError: as `execute`; errors while reading rows come from the iteration.
+        """
         text = check_statement(sql)
         if self._runs is not None and self._probe is not None:
             self._load(self._parts_read(text))
@@ -291,7 +307,7 @@ class QueryDatabase:
         if timeout is not None:
             deadline = self._clock.monotonic() + timeout
             expired = lambda: self._clock.monotonic() >= deadline  # noqa: E731
-        return run_statement(self._reader, text, limit=limit, expired=expired)
+        return stream_statement(self._reader, text, limit=limit, expired=expired)
 
     def close(self) -> None:
         """Free the database (idempotent)."""

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from weakincentives.errors import QueryError
@@ -32,9 +33,11 @@ __all__ = [
     "DENIED_FUNCTIONS",
     "SCHEMA_HINT",
     "QueryResult",
+    "QueryStream",
     "check_statement",
     "readonly_copy",
     "run_statement",
+    "stream_statement",
     "tables_read",
     "translate_error",
 ]
@@ -60,6 +63,8 @@ _WRITE_STARTS = frozenset(
 _LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.DOTALL)
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
 _PROGRESS_OPS = 10_000
+_FETCH_ROWS = 512
+"""Rows a `QueryStream` fetches from SQLite at a time."""
 """SQLite virtual-machine steps between two checks for Ctrl-C and the deadline."""
 
 
@@ -208,6 +213,24 @@ def run_statement(
     Raises:
         QueryError: the SQL is not allowed, does not compile, fails, or was interrupted.
     """
+    with stream_statement(conn, sql, limit=limit, expired=expired) as stream:
+        rows = tuple(stream)
+    return QueryResult(columns=stream.columns, rows=rows, truncated=stream.truncated)
+
+
+def stream_statement(
+    conn: sqlite3.Connection,
+    sql: str,
+    *,
+    limit: int | None = None,
+    expired: Callable[[], bool] | None = None,
+) -> QueryStream:
+    """`run_statement`, but the rows are fetched as the returned stream is read.
+
+    Raises:
+        QueryError: the SQL is not allowed or does not compile (errors while rows are
+            read are raised by the iteration).
+    """
     text = check_statement(sql)
     if limit is not None and limit < 0:
         raise QueryError(f"limit must be >= 0, got {limit}")
@@ -218,18 +241,77 @@ def run_statement(
     )
     try:
         cursor = conn.execute(text)
-        columns = tuple(d[0] for d in cursor.description or ())
-        rows = cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
-        cursor.close()
     except (sqlite3.Error, sqlite3.Warning) as exc:
-        timed_out = expired is not None and expired()
-        raise translate_error(exc, timed_out=timed_out) from exc
-    finally:
         conn.set_progress_handler(None, 0)
-    truncated = limit is not None and len(rows) > limit
-    return QueryResult(
-        columns=columns, rows=tuple(rows[:limit] if truncated else rows), truncated=truncated
-    )
+        raise translate_error(exc, timed_out=expired is not None and expired()) from exc
+    except BaseException:
+        conn.set_progress_handler(None, 0)
+        raise
+    return QueryStream(conn, cursor, limit=limit, expired=expired)
+
+
+class QueryStream:
+    """The rows of one query, fetched from SQLite a batch at a time as they are read.
+
+    Iterate once; `count` and `truncated` are final when the iteration ends. Closing
+    (or leaving the `with` block) frees the cursor; a stream read to its end closes
+    itself.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        cursor: sqlite3.Cursor,
+        *,
+        limit: int | None,
+        expired: Callable[[], bool] | None,
+    ) -> None:
+        self._conn = conn
+        self._cursor: sqlite3.Cursor | None = cursor
+        self._limit = limit
+        self._expired = expired
+        self.columns: tuple[str, ...] = tuple(d[0] for d in cursor.description or ())
+        """Column names, in order."""
+        self.count = 0
+        """Rows read so far."""
+        self.truncated = False
+        """True when more rows matched than the limit (known once the rows are read)."""
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        cursor, limit = self._cursor, self._limit
+        if cursor is None:
+            return
+        try:
+            while batch := cursor.fetchmany(_FETCH_ROWS):
+                for row in batch:
+                    if limit is not None and self.count >= limit:
+                        self.truncated = True
+                        return
+                    self.count += 1
+                    yield row
+        except (sqlite3.Error, sqlite3.Warning) as exc:
+            timed_out = self._expired is not None and self._expired()
+            raise translate_error(exc, timed_out=timed_out) from exc
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Free the cursor (idempotent)."""
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+            self._conn.set_progress_handler(None, 0)
+
+    def __enter__(self) -> QueryStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def translate_error(exc: Exception, *, timed_out: bool = False) -> QueryError:

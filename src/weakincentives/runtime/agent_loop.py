@@ -3,18 +3,23 @@
 Subclass it and implement `create_prompt` (and `create_session` if your sessions need
 reducers or seeded state). `execute` prepares the prompt under an experiment, runs it
 through the adapter, and returns the response with the session that recorded the run.
+`aexecute` does the same on the running event loop: with an async adapter
+(`is_async_adapter`: `OpenAIAdapter`, a `FunctionAdapter` around an `async def`) it awaits
+`adapter.aevaluate`, so the local runner and `EvalLoop` run each sample as a task, not a
+thread (`is_async` tells them); with a sync adapter it runs `execute` in a worker thread.
 `run(requests)` serves a mailbox of `AgentLoopRequest`s (see `agent_worker`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter
+from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter, is_async_adapter
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
@@ -128,6 +133,54 @@ class AgentLoop(Generic[RequestT, OutputT]):
         if on_prepared is not None:
             on_prepared(session)
         response = self.adapter.evaluate(
+            prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
+        )
+        return self.finalize(prompt, session, response), session
+
+    @property
+    def is_async(self) -> bool:
+        """Whether `aexecute` runs on the event loop without a thread.
+
+        True when the adapter is async (`is_async_adapter`) and `execute` is not
+        overridden (an override is user code `aexecute` would skip), or when a subclass
+        overrides `aexecute` itself.
+        """
+        return type(self).aexecute is not AgentLoop.aexecute or self._awaits_adapter()
+
+    def _awaits_adapter(self) -> bool:
+        return type(self).execute is AgentLoop.execute and is_async_adapter(self.adapter)
+
+    async def aexecute(
+        self,
+        request: RequestT,
+        *,
+        experiment: Experiment | None = None,
+        deadline: Deadline | float | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+        on_prepared: Callable[[Session], None] | None = None,
+    ) -> tuple[PromptResponse[OutputT], Session]:
+        """`execute` from async code (same arguments, result and errors).
+
+        With an async adapter the prompt runs on the running event loop through
+        `adapter.aevaluate`; otherwise `execute` runs in a worker thread.
+        """
+        if not self._awaits_adapter():
+            call = functools.partial(
+                self.execute, request, experiment=experiment, deadline=deadline,
+                budget=budget, heartbeat=heartbeat, on_prepared=on_prepared,
+            )  # fmt: skip
+            import anyio.to_thread  # here: the sync API never pays for anyio's import
+
+            return await anyio.to_thread.run_sync(call)
+        exp = experiment or BASELINE
+        if isinstance(deadline, int | float):
+            deadline = Deadline.after(float(deadline), clock=self.clock)
+        prompt, session = self.prepare(request, experiment=exp)
+        if on_prepared is not None:
+            on_prepared(session)
+        adapter: Any = self.adapter  # an AsyncProviderAdapter: is_async said so
+        response = await adapter.aevaluate(
             prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
         )
         return self.finalize(prompt, session, response), session

@@ -267,14 +267,33 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         heartbeat: WorkerHeartbeat,
     ) -> None:
         """Answer one request (see the class docstring)."""
-        request = message.body
-        if not isinstance(request, AgentLoopRequest):
-            raise MessageDecodeError(
-                f"expected an AgentLoopRequest, got {type(request).__name__}; send "
-                "AgentLoopRequest(request, experiment=...) bodies to an agent loop's mailbox",
-            )
+        request = _request_of(message)
         target = reply_target(message, self.results)
         result = self.serve(request, heartbeat=heartbeat, delivery_count=message.delivery_count)
+        self._reply(target, request, result)
+
+    @property
+    def handles_async(self) -> bool:
+        """True when the loop is async (`AgentLoop.is_async`): requests run as tasks."""
+        return bool(getattr(self.loop, "is_async", False))
+
+    async def handle_async(
+        self,
+        message: Message[AgentLoopRequest[Any], AgentLoopResult[Any]],
+        heartbeat: WorkerHeartbeat,
+    ) -> None:
+        """`handle` for an async loop, awaited on the worker's event loop."""
+        request = _request_of(message)
+        target = reply_target(message, self.results)
+        result = await self.aserve(request, delivery_count=message.delivery_count)
+        self._reply(target, request, result)
+
+    def _reply(
+        self,
+        target: Mailbox[AgentLoopResult[Any], Any] | None,
+        request: AgentLoopRequest[Any],
+        result: AgentLoopResult[Any],
+    ) -> None:
         if target is not None:
             target.send(result)
         else:
@@ -297,54 +316,108 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         Raises:
             Exception: A transient failure the retry policy allows to retry.
         """
-        deadline = None
-        if request.deadline_seconds is not None:
-            deadline = Deadline.after(request.deadline_seconds, clock=self.loop.clock)
-        with bundle_recorder(
-            self.debug_bundle,
-            request_id=str(request.request_id),
-            kind="agent",
-            clock=self.loop.clock,
-            experiment=request.experiment.name,
-        ) as rec:
+        with self._recorder(request) as rec:
             rec.set_request(request)
             try:
                 response, session = self.loop.execute(
                     request.request,
                     experiment=request.experiment,
-                    deadline=deadline,
+                    deadline=self._deadline(request),
                     budget=request.budget,
                     heartbeat=heartbeat,
                     on_prepared=rec.set_session_before if rec.enabled else None,
                 )
             except Exception as error:
-                if should_retry(
-                    error,
-                    delivery_count,
-                    transient=self.transient_errors,
-                    retry=self._retry_policy,
-                    dlq=self._dlq_policy,
-                ):
-                    raise
-                kind = _error_kind(error)
-                rec.set_error(kind, error)
-                return AgentLoopResult(
-                    request_id=request.request_id,
-                    output=None,
-                    text=None,
-                    error=f"{type(error).__name__}: {error}",
-                    error_kind=kind,
-                    delivery_count=delivery_count,
-                )
+                return self._failed(error, request, delivery_count, rec)
             rec.set_response(response)
             rec.set_session_after(session)
+        return _answer(request, response, delivery_count)
+
+    async def aserve(
+        self, request: AgentLoopRequest[Any], *, delivery_count: int = 1
+    ) -> AgentLoopResult[Any]:
+        """`serve` for an async loop (`AgentLoop.aexecute`), on the running event loop.
+
+        Raises:
+            Exception: A transient failure the retry policy allows to retry.
+        """
+        loop: Any = self.loop  # an AgentLoop with is_async: has aexecute
+        with self._recorder(request) as rec:
+            rec.set_request(request)
+            try:
+                response, session = await loop.aexecute(
+                    request.request,
+                    experiment=request.experiment,
+                    deadline=self._deadline(request),
+                    budget=request.budget,
+                    on_prepared=rec.set_session_before if rec.enabled else None,
+                )
+            except Exception as error:
+                return self._failed(error, request, delivery_count, rec)
+            rec.set_response(response)
+            rec.set_session_after(session)
+        return _answer(request, response, delivery_count)
+
+    def _deadline(self, request: AgentLoopRequest[Any]) -> Deadline | None:
+        if request.deadline_seconds is None:
+            return None
+        return Deadline.after(request.deadline_seconds, clock=self.loop.clock)
+
+    def _recorder(self, request: AgentLoopRequest[Any]) -> Any:
+        return bundle_recorder(
+            self.debug_bundle,
+            request_id=str(request.request_id),
+            kind="agent",
+            clock=self.loop.clock,
+            experiment=request.experiment.name,
+        )
+
+    def _failed(
+        self, error: Exception, request: AgentLoopRequest[Any], delivery_count: int, rec: Any
+    ) -> AgentLoopResult[Any]:
+        """The error answer of a run that raised (re-raises what may be retried)."""
+        if should_retry(
+            error,
+            delivery_count,
+            transient=self.transient_errors,
+            retry=self._retry_policy,
+            dlq=self._dlq_policy,
+        ):
+            raise error
+        kind = _error_kind(error)
+        rec.set_error(kind, error)
         return AgentLoopResult(
             request_id=request.request_id,
-            output=response.output,
-            text=response.text,
-            usage=response.usage,
+            output=None,
+            text=None,
+            error=f"{type(error).__name__}: {error}",
+            error_kind=kind,
             delivery_count=delivery_count,
         )
+
+
+def _request_of(
+    message: Message[AgentLoopRequest[Any], AgentLoopResult[Any]],
+) -> AgentLoopRequest[Any]:
+    request = message.body
+    if not isinstance(request, AgentLoopRequest):
+        raise MessageDecodeError(
+            f"expected an AgentLoopRequest, got {type(request).__name__}; send "
+            "AgentLoopRequest(request, experiment=...) bodies to an agent loop's mailbox",
+        )
+    return request
+
+
+def _answer(
+    request: AgentLoopRequest[Any], response: PromptResponse[Any], delivery_count: int
+) -> AgentLoopResult[Any]:
+    return AgentLoopResult(
+        request_id=request.request_id,
+        output=response.output,
+        text=response.text,
+        usage=response.usage,
+        delivery_count=delivery_count,
+    )
 
 
 def _error_kind(error: BaseException) -> AgentErrorKind:

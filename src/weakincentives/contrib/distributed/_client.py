@@ -24,6 +24,7 @@ queue. Requests given up on by a worker come back as error results (kind
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -45,7 +46,7 @@ from weakincentives.evals import (
     Sample,
     new_run_id,
 )
-from weakincentives.runtime.mailbox import MAX_MESSAGES, Message
+from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_all
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
 from ._connection import Backoff, check_reachable, describe, redis_client
@@ -340,8 +341,11 @@ def _collect(
         collector.take(messages)  # stores before anything is acknowledged
         if collector.missing < before:
             watch.progressed()
-        for message in messages:
-            _quietly(message.acknowledge, f"acknowledging result {message.id}")
+        if messages:  # one round trip for the batch (a stale one comes back: a duplicate)
+            _quietly(
+                functools.partial(acknowledge_all, messages),
+                f"acknowledging {len(messages)} results",
+            )
 
 
 class _Collector:

@@ -28,12 +28,14 @@ from datetime import UTC, datetime
 
 __all__ = [
     "ACKNOWLEDGE",
+    "ACKNOWLEDGE_MANY",
     "EXTEND",
     "KEY_SUFFIXES",
     "NACK",
     "PURGE",
     "RECEIVE",
     "SEND",
+    "SEND_MANY",
     "parse_meta",
 ]
 
@@ -79,13 +81,36 @@ local function wake()
   redis.call('LTRIM', notify, 0, 63)
 end
 
-local function owner(handle)
-  requeue_expired()
+-- The member `handle` owns, or nil when the handle is stale (expired deliveries must
+-- have been requeued first).
+local function owned(handle)
   local member = string.match(handle, '^(%x+):')
   if not member or redis.call('HGET', handles, member) ~= handle then
     return nil
   end
   return member
+end
+
+local function owner(handle)
+  requeue_expired()
+  return owned(handle)
+end
+
+local function enqueue(id, body, reply_to, visible_at)
+  local member = string.format('%016x', redis.call('INCR', seq))
+  local record = {id = id, s = t[1], u = t[2]}
+  if reply_to ~= '' then record.r = reply_to end
+  redis.call('HSET', bodies, member, body)
+  redis.call('HSET', meta, member, cjson.encode(record))
+  redis.call('ZADD', ready, visible_at, member)
+end
+
+local function forget(member)
+  redis.call('ZREM', inflight, member)
+  redis.call('HDEL', bodies, member)
+  redis.call('HDEL', meta, member)
+  redis.call('HDEL', deliveries, member)
+  redis.call('HDEL', handles, member)
 end
 """
 
@@ -97,18 +122,31 @@ local max_size = tonumber(ARGV[6])
 if max_size > 0 and redis.call('HLEN', bodies) >= max_size then
   return 0
 end
-local member = string.format('%016x', redis.call('INCR', seq))
-local record = {id = ARGV[2], s = t[1], u = t[2]}
-if ARGV[4] ~= '' then record.r = ARGV[4] end
-redis.call('HSET', bodies, member, ARGV[3])
-redis.call('HSET', meta, member, cjson.encode(record))
-redis.call('ZADD', ready, now + tonumber(ARGV[5]), member)
+enqueue(ARGV[2], ARGV[3], ARGV[4], now + tonumber(ARGV[5]))
 wake()
 touch()
 return 1
 """
 )
 """Enqueue one message; returns 1, or 0 when the queue holds `max size` messages."""
+
+SEND_MANY = (
+    _PRELUDE
+    + """
+-- ARGV: ttl, reply_to ('' for none), delay ms, then id, body, id, body, ... (unbounded
+-- queues only). Returns how many were enqueued.
+local visible_at = now + tonumber(ARGV[3])
+local count = 0
+for i = 4, #ARGV, 2 do
+  enqueue(ARGV[i], ARGV[i + 1], ARGV[2], visible_at)
+  count = count + 1
+end
+wake()
+touch()
+return count
+"""
+)
+"""Enqueue a batch in one script call (one wake-up and one TTL refresh for all)."""
 
 RECEIVE = (
     _PRELUDE
@@ -155,15 +193,33 @@ ACKNOWLEDGE = (
 -- ARGV: ttl, handle. Returns 1, or 0 when the handle is stale.
 local member = owner(ARGV[2])
 if not member then return 0 end
-redis.call('ZREM', inflight, member)
-for _, key in ipairs({bodies, meta, deliveries, handles}) do
-  redis.call('HDEL', key, member)
-end
+forget(member)
 touch()
 return 1
 """
 )
 """Delete the message the handle owns."""
+
+ACKNOWLEDGE_MANY = (
+    _PRELUDE
+    + """
+-- ARGV: ttl, handle, handle, ... Returns one 1 (deleted) or 0 (stale) per handle.
+requeue_expired()
+local out = {}
+for i = 2, #ARGV do
+  local member = owned(ARGV[i])
+  if member then
+    forget(member)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+touch()
+return out
+"""
+)
+"""Delete the messages the handles own, atomically, in one round trip."""
 
 NACK = (
     _PRELUDE

@@ -114,9 +114,10 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     body that arrives as a dict (a mailbox made without `body_type=`) is decoded as
     `request_type`.
 
-    A `FunctionLoop` around an `async def` runs its samples as tasks on one event loop
-    (see `MailboxWorker.handles_async`) instead of a thread each: the way to run hundreds
-    of I/O-bound samples at once. Its per-sample timeout cancels the function.
+    An async target (`loop.is_async`: a `FunctionLoop` around an `async def`, or an
+    `AgentLoop` on an async adapter such as `OpenAIAdapter`) runs its samples as tasks on
+    one event loop (see `MailboxWorker.handles_async`) instead of a thread each: the way
+    to run hundreds of I/O-bound samples at once. Its per-sample timeout cancels the run.
 
     Args:
         loop: The agent under test (the production `AgentLoop`).
@@ -163,8 +164,10 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         # not per sample (inspect.signature was a quarter of the per-sample cost).
         self._scorer = prepare_scorer(evaluator, None)
         self._async_executor: AsyncFunctionExecutor | None = None
-        if isinstance(loop, FunctionLoop) and loop.is_async:
-            self._async_executor = AsyncFunctionExecutor(loop, self._scorer)
+        if loop.is_async:
+            self._async_executor = AsyncFunctionExecutor(
+                loop, self._scorer, budget=self.config.budget
+            )
         self.results = results
         self.request_type = request_type
         """What dict bodies are decoded as."""
@@ -182,13 +185,13 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
 
     @property
     def handles_async(self) -> bool:
-        """True when `loop` is a `FunctionLoop` around an `async def`."""
+        """True when `loop.is_async` (its samples run as tasks on one event loop)."""
         return self._async_executor is not None
 
     async def handle_async(
         self, message: Message[EvalRequest[Any, Any], EvalResult], heartbeat: WorkerHeartbeat
     ) -> None:
-        """`handle` for an async `FunctionLoop`: awaited on the loop's event loop."""
+        """`handle` for an async target: awaited on the worker's event loop."""
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)
         outcome = await self.evaluate_async(request, delivery_count=message.delivery_count)
@@ -213,16 +216,17 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     async def evaluate_async(
         self, request: EvalRequest[Any, Any], *, delivery_count: int = 1
     ) -> SampleOutcome:
-        """`evaluate` for a `FunctionLoop` around an `async def`, on the running loop.
+        """`evaluate` for an async target (`loop.is_async`), on the running loop.
 
         Raises:
-            ConfigurationError: `loop` is not such a `FunctionLoop`.
+            ConfigurationError: `loop` is not async.
         """
         execute = self._async_executor
         if execute is None:
             raise ConfigurationError(
-                f"{self.name}: evaluate_async needs a FunctionLoop around an async def; "
-                f"loop {self.loop.name} is not one (call evaluate)"
+                f"{self.name}: evaluate_async needs an async loop (a FunctionLoop around an "
+                f"async def, or an agent on an async adapter); loop {self.loop.name} is not "
+                "one (call evaluate)"
             )
         config = self.config
         bundles = config.bundle_config()

@@ -1,6 +1,7 @@
-"""`execute_function` for an async `FunctionLoop`: await the function, then score.
+"""`execute_sample` for async targets: await the agent, then score.
 
-`EvalLoop` runs the samples of an `async def` target as tasks on its event loop. The
+`EvalLoop` runs the samples of an async target (a `FunctionLoop` around an `async def`,
+or an `AgentLoop` whose adapter is async: `loop.is_async`) as tasks on its event loop. The
 result is the one the sync path gives for the same outputs (same `score_output` and
 `score_finished`), with one difference that only the async path can offer: a per-sample
 timeout cancels the function when it runs out, instead of waiting for it to return.
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from weakincentives.adapters.pricing import PriceTable
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import DeadlineExceededError
-from weakincentives.runtime.agent_loop import FunctionLoop
-from weakincentives.runtime.limits import Deadline
+from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
+from weakincentives.runtime.limits import Budget, Deadline
 
 from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import is_inline_evaluator, is_session_aware, is_trajectory_scorer
@@ -50,21 +51,36 @@ def scores_on_loop(scorer: Callable[..., Score]) -> bool:
 
 
 class AsyncFunctionExecutor:
-    """Awaits an async `FunctionLoop`'s function on a sample, then scores it.
+    """Awaits an async target on a sample (`loop.aexecute`), then scores it.
 
     What the evaluator needs (a session? a thread?) is read once here, not per sample.
 
     Args:
-        loop: A `FunctionLoop` around an `async def`.
+        loop: An `AgentLoop` whose `is_async` is True: a `FunctionLoop` around an
+            `async def`, or an agent on an async adapter (`OpenAIAdapter`, ...).
         evaluator: The scorer (see `prepare_scorer`).
+        budget: Token budget per sample (for agents on an adapter).
     """
 
-    def __init__(self, loop: FunctionLoop[Any, Any], evaluator: Callable[..., Score]) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop[Any, Any],
+        evaluator: Callable[..., Score],
+        *,
+        budget: Budget | None = None,
+    ) -> None:
         self.loop = loop
         self.evaluator = evaluator
+        self.budget = budget
         reads_session = is_trajectory_scorer(evaluator) or is_session_aware(evaluator)
         # Without a session reader no session is made, as in `execute_function`.
-        self._plain = type(loop) is FunctionLoop and not loop.takes_session and not reads_session
+        self._plain = (
+            isinstance(loop, FunctionLoop)
+            and type(loop) is FunctionLoop
+            and not loop.takes_session
+            and not reads_session
+        )
+        self._fn: Callable[..., Any] = loop.fn if isinstance(loop, FunctionLoop) else loop.aexecute
         self._inline = scores_on_loop(evaluator)
 
     async def __call__(
@@ -95,20 +111,21 @@ class AsyncFunctionExecutor:
 
         try:
             if plain and timeout is None:  # the common case, without a wrapping coroutine
-                output = await loop.fn(request.sample.input)
+                output = await self._fn(request.sample.input)
             elif plain:
-                output = await _cancel_after(loop.fn(request.sample.input), timeout, loop.name)
+                output = await _cancel_after(self._fn(request.sample.input), timeout, loop.name)
             else:
                 run = await _cancel_after(
                     loop.aexecute(
                         request.sample.input,
                         experiment=request.experiment,
                         deadline=deadline,
+                        budget=self.budget,
                         on_prepared=keep,
                     ),
                     timeout,
                     loop.name,
-                )
+                )  # fmt: skip
             if deadline is not None:  # as the sync path: a late answer on the run's clock
                 deadline.check(f"function {loop.name}")
         except SAMPLE_FAILURES as exc:

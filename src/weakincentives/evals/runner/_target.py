@@ -12,6 +12,9 @@ same way whatever the target:
   neither timeout nor environments, `LocalRun` starts up to `max_concurrent` long-lived
   threads that each loop over the shared work with it (one thread start per worker, no
   hop per sample);
+- an `AgentLoop` whose adapter is async (`loop.is_async`: `OpenAIAdapter`, a
+  `FunctionAdapter` around an `async def` model) is awaited on the event loop through
+  `loop.aexecute`: a sample in flight is a task, not a thread;
 - an `async def` function is awaited on the event loop itself (no thread while it waits),
   recorded in a session with a `PromptExecuted` event like a `FunctionLoop` run, then
   scored by `score_finished` in a worker thread (evaluators are sync and may call a
@@ -161,6 +164,8 @@ def make_target(
         )
     if isinstance(target, AgentLoop):
         loop = _with_cache(target, cache) if cache is not None else target
+        if loop.is_async:
+            return _AsyncLoopTarget(loop, options, qualified_name(target))
         return _LoopTarget(loop, options, qualified_name(target))
     if not callable(target):
         raise ConfigurationError(
@@ -372,6 +377,65 @@ class _AsyncFunctionTarget:
             )  # fmt: skip
         await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
         return outcome
+
+
+class _AsyncLoopTarget:
+    """An `AgentLoop` on an async adapter: `aexecute` awaited on the event loop.
+
+    Scored like `_AsyncFunctionTarget`: on the event loop for a plain inline evaluator
+    without an environment, else in a worker thread under the run's limiter.
+    """
+
+    def __init__(self, loop: AgentLoop[Any, Any], options: TargetOptions, identity: str) -> None:
+        self._loop = loop
+        self._options = options
+        self._identity = identity
+        self._score_inline = scores_on_loop(options.scorer)
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def blocking(self) -> None:
+        return None  # the agent is awaited on the event loop
+
+    async def run(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> SampleOutcome:
+        opts = self._options
+        clock = opts.clock
+        deadline = Deadline.after(opts.timeout, clock=clock) if opts.timeout else None
+        prepared: list[Session] = []  # the run's session, kept for a failure's evidence
+
+        def keep(session: Session) -> None:
+            prepared.append(session)
+            if env is not None:
+                seed_environment(env, session)
+
+        start = clock.monotonic()
+        run: tuple[PromptResponse[Any], Session] | Exception
+        try:
+            run = await self._loop.aexecute(
+                request.sample.input, experiment=request.experiment, deadline=deadline,
+                budget=opts.budget, on_prepared=keep,
+            )  # fmt: skip
+        except Exception as exc:
+            run = exc
+        latency = (clock.monotonic() - start) * 1000.0
+        call = functools.partial(
+            score_finished, run, opts.scorer, request, latency_ms=latency,
+            record_transcript=opts.record_transcript, inputs=opts.inputs,
+            failed_session=prepared[0] if prepared else None,
+        )  # fmt: skip
+        if env is None and self._score_inline:
+            outcome = call()
+            await anyio.lowlevel.checkpoint()  # as `_AsyncFunctionTarget`: let others run
+            return outcome
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
 
 def seed_environment(env: Environment, session: Session) -> None:

@@ -27,7 +27,9 @@ from weakincentives.runtime.mailbox._types import (
     MailboxResolver,
     Message,
     ReceiptSettler,
+    SupportsAcknowledgeMany,
     SupportsSendMany,
+    acknowledge_all,
 )
 
 __all__ = [
@@ -46,7 +48,9 @@ __all__ = [
     "Message",
     "ReceiptSettler",
     "RegistryResolver",
+    "SupportsAcknowledgeMany",
     "SupportsSendMany",
+    "acknowledge_all",
     "check_receive_arguments",
     "check_timeout",
 ]
