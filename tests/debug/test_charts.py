@@ -420,3 +420,17 @@ def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
     assert len(chart.marks) == 20 and "5 more not drawn" in chart.note
     assert [m.value for m in chart.marks][:9] == [0.25] * 9
     assert flaky_chart([]) is None
+
+
+def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
+    results = tuple(
+        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1.0,
+                   score=Score(value=1.0, passed=True), metadata={"user": f"u{i:02d}"})
+        for i in range(40)
+        for j in range(1 + (i < 5))  # u00-u04 have two results each
+    )  # fmt: skip
+    html = render_html_report(EvalReport(results=results), slice_key="user")
+    fig = figure(html, "chart-slice-user")
+    labels = [m[0] for m in marks(fig)]
+    assert len(labels) == 30 and {f"u{i:02d}" for i in range(5)} <= set(labels)
+    assert "10 more are not" in fig

@@ -8,6 +8,7 @@ mean's interval otherwise, cluster-robust by sample when a sample repeats (epoch
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -21,6 +22,8 @@ from ._svg import BarChart, Mark
 __all__ = [
     "MAX_CHECKS",
     "MAX_FAILURE_GROUPS",
+    "MAX_GROUP_EXAMPLES",
+    "MAX_SLICE_VALUES",
     "CheckRate",
     "FailureGroup",
     "check_chart",
@@ -32,10 +35,13 @@ __all__ = [
     "group_failures",
     "is_check",
     "pass_at_k_curve",
+    "top_values",
 ]
 
 MAX_CHECKS = 24
 """Checks charted at most (the first ones by name)."""
+MAX_SLICE_VALUES = 30
+"""Values of a metadata key drawn at most in a slice chart (those with most results)."""
 MAX_FAILURE_GROUPS = 30
 """Failure groups listed at most (the largest)."""
 MAX_GROUP_EXAMPLES = 20
@@ -161,6 +167,26 @@ def check_rates_chart(rates: Sequence[CheckRate], *, id: str = "chart-checks") -
         marks=tuple(marks),
         note="Each check of the evaluator (named metrics of the score with values in 0-1): "
         "the mean over the results that report it, with its 95% interval.",
+    )
+
+
+def top_values(chart: BarChart, limit: int = MAX_SLICE_VALUES) -> BarChart:
+    """`chart` with the marks of its `limit` labels that have most results (sum of `n`).
+
+    A key with many values (an id, a free-text field) stays readable; the note says how
+    many values were left out. Marks keep their order.
+    """
+    totals: dict[str, int] = {}
+    for m in chart.marks:
+        totals[m.label] = totals.get(m.label, 0) + (m.n or 0)
+    if len(totals) <= limit:
+        return chart
+    kept = set(sorted(totals, key=lambda label: (-totals[label], label))[:limit])
+    more = len(totals) - limit
+    return dataclasses.replace(
+        chart,
+        marks=tuple(m for m in chart.marks if m.label in kept),
+        note=f"{chart.note} The {limit} values with most results are drawn; {more} more are not.",
     )
 
 
