@@ -405,3 +405,21 @@ def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any,
     expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
     expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
     expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")
+
+
+def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, url: str) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=concise&sample=s04")
+    page.locator("#provenance summary").click()
+    provenance = page.locator("#provenance")
+    expect(provenance.locator('dd[data-field="Model"]')).to_have_text("function calc-v1")
+    expect(provenance.locator('dd[data-field="Git commit"]')).to_have_text("abc1234 (dirty)")
+    expect(provenance.locator('dd[data-field="Command line"]')).to_have_text(
+        "wink eval run calc.jsonl"
+    )
+    expect(provenance.locator('dd[data-field="Parameters"]')).to_have_text('{"temperature": 0.0}')
+    page.locator('tr[data-sample="s04"] a.sample-link').click()
+    expect(page.locator("main")).to_contain_text("What is 4 + 2?")
+    # A flipped sample side by side shows the one input both sides saw.
+    page.locator("a.pair-link").first.click()
+    expect(page.locator("#pair-input")).to_contain_text("What is 4 + 2?")
+    expect(page.locator("#pair-input")).to_contain_text("6")
