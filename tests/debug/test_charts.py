@@ -389,7 +389,8 @@ def test_provenance_rows_read_the_recorded_run_provenance() -> None:
 
     manifest = {
         "created_at": "2026-01-02T03:04:05Z",
-        "fingerprint": {"dataset_sha256": "cd" * 32, "package_version": "0.1.0", "epochs": 1},
+        "fingerprint": {"dataset_sha256": "cd" * 32, "package_version": "0.1.0", "epochs": 1,
+                        "models": {"agent": {"model": "gpt-x"}}},
         "provenance": {
             "agent": {"provider": "openai", "model": "gpt-x", "base_url": "http://h/v1",
                       "parameters": {"temperature": 0.2}, "adapter": "OpenAIAdapter",
@@ -409,6 +410,7 @@ def test_provenance_rows_read_the_recorded_run_provenance() -> None:
     assert found["Command line"] == "wink eval run 'my agent.py'"
     assert found["Git commit"] == "abc (dirty)" and found["tags"] == "nightly"
     assert labels.count("Dataset sha256") == 1 and labels.count("Package version") == 1
+    assert "models" not in labels  # the fingerprint's copy of what Model and Judge say
 
 
 def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
