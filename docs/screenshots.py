@@ -79,7 +79,8 @@ def main(argv: list[str]) -> int:
                     continue
                 shoot(page, base, args.out / "viewer-run.png", args.height, open_="#provenance")
                 page.goto(f"{base}?status=failed")
-                first = page.locator("#results a.sample-link").first.get_attribute("href")
+                failed = page.locator('#results tr[data-status="failed"] a.sample-link')
+                first = failed.first.get_attribute("href")
                 shoot(page, f"{server.url}{first}", args.out / "viewer-sample.png", args.height)
                 compare = f"{server.url}#/compare?base_run={run.name}"
                 shoot(page, compare, args.out / "viewer-compare.png", args.height)

@@ -30,6 +30,7 @@ from weakincentives.evals import (
     EvalReport,
     EvalResult,
     Fingerprint,
+    Metric,
     RunStore,
     Score,
     compare_results,
@@ -423,3 +424,26 @@ def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, ur
     page.locator("a.pair-link").first.click()
     expect(page.locator("#pair-input")).to_contain_text("What is 4 + 2?")
     expect(page.locator("#pair-input")).to_contain_text("6")
+
+
+def test_each_check_shows_its_whole_reason(browser: Any, tmp_path: Path) -> None:
+    reason = "format: ok; answer: got 4; expected 5 (off by one); judge: fine"
+    result = EvalResult(
+        sample_id="q1", experiment_name="x", latency_ms=1.0,
+        score=Score(value=0.0, passed=False, reason=reason, metrics=(
+            Metric("format", 1.0), Metric("answer", 0.0), Metric("answer.distance", 1.0),
+            Metric("judge", 1.0))),
+    )  # fmt: skip
+    store = RunStore(tmp_path, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="checks") as run:
+        run.append(result)
+    with ViewerServer(tmp_path / "checks") as server:
+        context = browser.new_context()
+        tab = context.new_page()
+        tab.goto(f"{server.url}#/run/checks/result/1")
+        rows = tab.locator("#score-metrics tbody tr")
+        expect(rows).to_have_count(4)
+        expect(rows.nth(1).locator("td").nth(3)).to_have_text("got 4; expected 5 (off by one)")
+        expect(rows.nth(3).locator("td").nth(3)).to_have_text("fine")
+        expect(tab.locator("#score-reason")).to_have_text(reason)
+        context.close()
