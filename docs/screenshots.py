@@ -4,7 +4,8 @@ Runs the offline demo (`examples/demo.py`, a small size) into a temporary direct
 serves it with `wink debug`'s server on a free loopback port, and drives Debian's
 headless Chromium (Playwright, `/usr/bin/chromium`) over the pages:
 
-- `viewer-run.png` / `viewer-run-dark.png`: the run page (cards, charts, failure groups);
+- `viewer-run.png` / `viewer-run-dark.png`: the run page (cards, provenance, charts,
+  failure groups);
 - `viewer-sample.png`: the sample page of a failed result;
 - `viewer-compare.png`: the A/B page (paired statistics, charts, flipped samples);
 - `viewer-pair.png`: a flipped sample side by side, with the diff of its outputs;
@@ -38,11 +39,13 @@ def run_demo(runs_dir: Path, n: int) -> Path:
     return run
 
 
-def shoot(page: Any, url: str, path: Path, height: int) -> None:
-    """Open `url` and capture its top `height` pixels to `path`."""
+def shoot(page: Any, url: str, path: Path, height: int, *, open_: str | None = None) -> None:
+    """Open `url` (and the `<details>` matching `open_`), capture its top `height` pixels."""
     page.goto(url)
     page.wait_for_load_state("networkidle")
     page.locator("body:not([data-loading])").wait_for(state="attached")
+    if open_ is not None:
+        page.locator(f"{open_} > summary").click()
     full = page.evaluate("document.documentElement.scrollHeight")
     clip = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": min(full, height)}
     page.screenshot(path=str(path), clip=clip, full_page=True)
@@ -74,9 +77,10 @@ def main(argv: list[str]) -> int:
                     shoot(page, base, args.out / "viewer-run-dark.png", args.height)
                     context.close()
                     continue
-                shoot(page, base, args.out / "viewer-run.png", args.height)
+                shoot(page, base, args.out / "viewer-run.png", args.height, open_="#provenance")
                 page.goto(f"{base}?status=failed")
-                first = page.locator("#results a.sample-link").first.get_attribute("href")
+                failed = page.locator('#results tr[data-status="failed"] a.sample-link')
+                first = failed.first.get_attribute("href")
                 shoot(page, f"{server.url}{first}", args.out / "viewer-sample.png", args.height)
                 compare = f"{server.url}#/compare?base_run={run.name}"
                 shoot(page, compare, args.out / "viewer-compare.png", args.height)

@@ -389,7 +389,8 @@ def test_provenance_rows_read_the_recorded_run_provenance() -> None:
 
     manifest = {
         "created_at": "2026-01-02T03:04:05Z",
-        "fingerprint": {"dataset_sha256": "cd" * 32, "package_version": "0.1.0", "epochs": 1},
+        "fingerprint": {"dataset_sha256": "cd" * 32, "package_version": "0.1.0", "epochs": 1,
+                        "models": {"agent": {"model": "gpt-x"}}},
         "provenance": {
             "agent": {"provider": "openai", "model": "gpt-x", "base_url": "http://h/v1",
                       "parameters": {"temperature": 0.2}, "adapter": "OpenAIAdapter",
@@ -409,6 +410,7 @@ def test_provenance_rows_read_the_recorded_run_provenance() -> None:
     assert found["Command line"] == "wink eval run 'my agent.py'"
     assert found["Git commit"] == "abc (dirty)" and found["tags"] == "nightly"
     assert labels.count("Dataset sha256") == 1 and labels.count("Package version") == 1
+    assert "models" not in labels  # the fingerprint's copy of what Model and Judge say
 
 
 def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
@@ -420,3 +422,17 @@ def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
     assert len(chart.marks) == 20 and "5 more not drawn" in chart.note
     assert [m.value for m in chart.marks][:9] == [0.25] * 9
     assert flaky_chart([]) is None
+
+
+def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
+    results = tuple(
+        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1.0,
+                   score=Score(value=1.0, passed=True), metadata={"user": f"u{i:02d}"})
+        for i in range(40)
+        for j in range(1 + (i < 5))  # u00-u04 have two results each
+    )  # fmt: skip
+    html = render_html_report(EvalReport(results=results), slice_key="user")
+    fig = figure(html, "chart-slice-user")
+    labels = [m[0] for m in marks(fig)]
+    assert len(labels) == 30 and {f"u{i:02d}" for i in range(5)} <= set(labels)
+    assert "10 more are not" in fig

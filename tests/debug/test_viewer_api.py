@@ -290,7 +290,8 @@ def test_a_sample_shows_transcript_tool_calls_and_its_bundle(client: TestClient)
         {"name": "add", "params": {"a": 1, "b": 2}, "message": "3", "success": True,
          "duration_ms": 0.0, "error": None}
     ]  # fmt: skip
-    assert data["sample"] == {"recorded": True, "input": "What is 1 + 2?", "expected": "3"}
+    # The result's own input and expected value (the bundle's request says "3" as text).
+    assert data["sample"] == {"recorded": True, "input": "What is 1 + 2?", "expected": 3}
     bundle = data["bundle"]
     assert data["bundle_error"] is None
     assert bundle["verified"] is True
@@ -300,12 +301,16 @@ def test_a_sample_shows_transcript_tool_calls_and_its_bundle(client: TestClient)
     assert {s["experiment"] for s in data["siblings"]} == {"baseline", "concise"}
 
 
-def test_a_sample_without_bundle_says_input_was_not_recorded(client: TestClient) -> None:
+def test_a_sample_without_bundle_shows_what_its_result_recorded(client: TestClient) -> None:
     data = get(client, f"/api/runs/run-a/results/{result_id(client, 'run-a', 's03', 'concise')}")
     assert data["bundle"] is None and data["bundle_error"] is None
-    assert data["sample"]["recorded"] is False
+    assert data["sample"] == {"recorded": True, "input": "What is 3 + 2?", "expected": 5}
     assert data["row"]["status"] == "error"
     assert data["result"]["error_kind"] == "timeout"
+    unrecorded = get(
+        client, f"/api/runs/run-b/results/{result_id(client, 'run-b', 's03', 'baseline')}"
+    )
+    assert unrecorded["sample"]["recorded"] is False
 
 
 # -- A/B ----------------------------------------------------------------------------------

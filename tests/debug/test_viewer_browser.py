@@ -30,6 +30,7 @@ from weakincentives.evals import (
     EvalReport,
     EvalResult,
     Fingerprint,
+    Metric,
     RunStore,
     Score,
     compare_results,
@@ -405,3 +406,44 @@ def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any,
     expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
     expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
     expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")
+
+
+def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, url: str) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=concise&sample=s04")
+    page.locator("#provenance summary").click()
+    provenance = page.locator("#provenance")
+    expect(provenance.locator('dd[data-field="Model"]')).to_have_text("function calc-v1")
+    expect(provenance.locator('dd[data-field="Git commit"]')).to_have_text("abc1234 (dirty)")
+    expect(provenance.locator('dd[data-field="Command line"]')).to_have_text(
+        "wink eval run calc.jsonl"
+    )
+    expect(provenance.locator('dd[data-field="Parameters"]')).to_have_text('{"temperature": 0.0}')
+    page.locator('tr[data-sample="s04"] a.sample-link').click()
+    expect(page.locator("main")).to_contain_text("What is 4 + 2?")
+    # A flipped sample side by side shows the one input both sides saw.
+    page.locator("a.pair-link").first.click()
+    expect(page.locator("#pair-input")).to_contain_text("What is 4 + 2?")
+    expect(page.locator("#pair-input")).to_contain_text("6")
+
+
+def test_each_check_shows_its_whole_reason(browser: Any, tmp_path: Path) -> None:
+    reason = "format: ok; answer: got 4; expected 5 (off by one); judge: fine"
+    result = EvalResult(
+        sample_id="q1", experiment_name="x", latency_ms=1.0,
+        score=Score(value=0.0, passed=False, reason=reason, metrics=(
+            Metric("format", 1.0), Metric("answer", 0.0), Metric("answer.distance", 1.0),
+            Metric("judge", 1.0))),
+    )  # fmt: skip
+    store = RunStore(tmp_path, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="checks") as run:
+        run.append(result)
+    with ViewerServer(tmp_path / "checks") as server:
+        context = browser.new_context()
+        tab = context.new_page()
+        tab.goto(f"{server.url}#/run/checks/result/1")
+        rows = tab.locator("#score-metrics tbody tr")
+        expect(rows).to_have_count(4)
+        expect(rows.nth(1).locator("td").nth(3)).to_have_text("got 4; expected 5 (off by one)")
+        expect(rows.nth(3).locator("td").nth(3)).to_have_text("fine")
+        expect(tab.locator("#score-reason")).to_have_text(reason)
+        context.close()

@@ -2,11 +2,12 @@
 
 `write_runs(root)` writes two runs under `root/runs`:
 
-- `run-a`: experiments `baseline` and `concise`, 20 samples each, with transcripts and
-  tool calls, two errors, flips both ways, one retried key (its first line is an error,
-  the last line a pass: the viewer must show the pass), and a bundle for `s01` of the
-  baseline;
-- `run-b`: experiment `baseline` only, for comparisons across runs.
+- `run-a` (made as `PROVENANCE` says): experiments `baseline` and `concise`, 20 samples
+  each, with inputs, expected values, transcripts and tool calls, two errors, flips both
+  ways, one retried key (its first line is an error, the last line a pass: the viewer
+  must show the pass), and a bundle for `s01` of the baseline;
+- `run-b`: experiment `baseline` only, for comparisons across runs; its results have no
+  input or expected value (as with `record_inputs=False`).
 
 The expected answers are computed here from the same rules (`DemoRuns.results`), so the
 tests check the viewer against an independent oracle.
@@ -45,6 +46,15 @@ UNIQUE_WORD = "zanzibar"
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 """Markup in one output (run-a, concise, s02): the viewer must show it as text."""
 SAMPLES = 20
+PROVENANCE = {
+    "agent": {"provider": "function", "model": "calc-v1", "base_url": None,
+              "parameters": {"temperature": 0.0}, "adapter": "FunctionAdapter", "version": "1"},
+    "judges": [],
+    "package_version": "0.1.0", "python_version": "3.11.7", "git_commit": "abc1234",
+    "git_dirty": True, "host": "ci-box", "command": ["wink", "eval", "run", "calc.jsonl"],
+    "dataset": {"path": "calc.jsonl", "sha256": "0" * 64},
+}  # fmt: skip
+"""What produced run-a (the manifest's `provenance`)."""
 LOG = logging.getLogger("tests.debug.viewer")
 
 
@@ -109,6 +119,9 @@ def make_result(run_id: str, experiment: str, i: int, *, bundle: Path | None = N
         usage=TokenUsage(input_tokens=50 + i, output_tokens=10 + i),
         metadata={"difficulty": "hard" if i % 3 == 0 else "easy", "level": i % 3},
         output=output,
+        # run-b was made with record_inputs off: no input, no expected.
+        input=f"What is {i} + 2?" if run_id == "run-a" else None,
+        expected=i + 2 if run_id == "run-a" else None,
         messages=(
             ChatMessage(role="user", content=f"What is {i} + 2?"),
             ChatMessage(
@@ -159,7 +172,10 @@ def write_runs(root: Path) -> DemoRuns:
     results: dict[str, list[EvalResult]] = {}
     for run_id, experiments in (("run-a", ("baseline", "concise")), ("run-b", ("baseline",))):
         final = []
-        with store.create(Fingerprint(dataset_sha256="0" * 64), run_id=run_id) as run:
+        recorded = PROVENANCE if run_id == "run-a" else None
+        with store.create(
+            Fingerprint(dataset_sha256="0" * 64), run_id=run_id, provenance=recorded
+        ) as run:
             for experiment in experiments:
                 for i in range(SAMPLES):
                     is_bundled = (run_id, experiment, i) == ("run-a", "baseline", 1)

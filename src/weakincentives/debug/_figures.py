@@ -2,12 +2,14 @@
 
 The report reads `EvalResult`s and the viewer reads its index's columns; both hand the
 same plain values to these functions, so a number is computed once, one way, for both
-pages. Intervals follow `weakincentives.evals.summarize`: Wilson for a 0/1 rate, the
-mean's interval otherwise, cluster-robust by sample when a sample repeats (epochs).
+pages. Intervals come from `stats.summarize_outcomes`, the function behind every rate of
+every view: Wilson for a 0/1 rate, Student t for a mean, cluster-robust by sample when
+a sample repeats (epochs).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -21,6 +23,8 @@ from ._svg import BarChart, Mark
 __all__ = [
     "MAX_CHECKS",
     "MAX_FAILURE_GROUPS",
+    "MAX_GROUP_EXAMPLES",
+    "MAX_SLICE_VALUES",
     "CheckRate",
     "FailureGroup",
     "check_chart",
@@ -32,10 +36,13 @@ __all__ = [
     "group_failures",
     "is_check",
     "pass_at_k_curve",
+    "top_values",
 ]
 
 MAX_CHECKS = 24
 """Checks charted at most (the first ones by name)."""
+MAX_SLICE_VALUES = 30
+"""Values of a metadata key drawn at most in a slice chart (those with most results)."""
 MAX_FAILURE_GROUPS = 30
 """Failure groups listed at most (the largest)."""
 MAX_GROUP_EXAMPLES = 20
@@ -48,35 +55,29 @@ _MAX_KEY = 160
 
 
 def estimate(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[float, float, float]:
-    """`(mean, low, high)` of `values` with the interval `summarize` would give.
+    """`(mean, low, high)` of `values` with the interval every view shows.
 
-    0/1 values get a Wilson interval; other values the mean's interval; when a cluster
-    (sample) repeats, the cluster-robust interval. Intervals of values in [0, 1] are
-    clipped to [0, 1].
-    NaN ends mean the interval is unknown (one value, or one cluster).
+    `stats.summarize_outcomes`, clustered by `clusters` when one repeats (epochs): for 0/1
+    values their pass rate (Wilson, or cluster-robust), for other values their mean
+    (Student t, or cluster-robust; inside [0, 1] when every value is). NaN ends mean the
+    interval is unknown (one value, or one cluster).
     """
-    n = len(values)
-    if n == 0:
+    if not values:
         return 0.0, math.nan, math.nan
-    binary = all(v in (0.0, 1.0) for v in values)
-    if len(set(clusters)) == n and binary:
-        return estimate_counts(int(sum(values)), n)
-    if len(set(clusters)) == n:
-        found = stats.mean_ci(values)
-        mean, low, high = found.mean, found.low, found.high
-    else:
-        clustered = stats.clustered_mean(values, clusters)
-        mean, low, high = clustered.mean, clustered.low, clustered.high
-    if all(0.0 <= v <= 1.0 for v in values):  # a rate of values in [0, 1] stays in it
-        low, high = _clip01(low), _clip01(high)
-    return mean, low, high
+    summary = stats.summarize_outcomes(
+        [v == 1.0 for v in values], values, clusters=stats.repeated_samples(clusters)
+    )
+    if all(v in (0.0, 1.0) for v in values):
+        return summary.pass_rate, summary.pass_rate_low, summary.pass_rate_high
+    return summary.mean, summary.mean_low, summary.mean_high
 
 
 def estimate_counts(successes: int, n: int) -> tuple[float, float, float]:
     """`estimate` of `n` distinct samples' 0/1 values of which `successes` are 1 (Wilson).
 
-    What `estimate` gives for such values; a store that counts in SQL calls this and
-    reads the values themselves only when a sample repeats or a value is not 0/1.
+    What `estimate` (`summarize_outcomes` without clusters) gives for such values; a
+    store that counts in SQL calls this and reads the values themselves only when a
+    sample repeats or a value is not 0/1.
     """
     rate = stats.wilson_interval(successes, n)
     return rate.rate, rate.low, rate.high
@@ -96,10 +97,6 @@ class CheckRate:
     """Results that report the metric."""
     unit: bool
     """Whether every value is in [0, 1]."""
-
-
-def _clip01(value: float) -> float:
-    return min(max(value, 0.0), 1.0) if math.isfinite(value) else value
 
 
 def is_check(name: str, values: Iterable[float]) -> bool:
@@ -161,6 +158,26 @@ def check_rates_chart(rates: Sequence[CheckRate], *, id: str = "chart-checks") -
         marks=tuple(marks),
         note="Each check of the evaluator (named metrics of the score with values in 0-1): "
         "the mean over the results that report it, with its 95% interval.",
+    )
+
+
+def top_values(chart: BarChart, limit: int = MAX_SLICE_VALUES) -> BarChart:
+    """`chart` with the marks of its `limit` labels that have most results (sum of `n`).
+
+    A key with many values (an id, a free-text field) stays readable; the note says how
+    many values were left out. Marks keep their order.
+    """
+    totals: dict[str, int] = {}
+    for m in chart.marks:
+        totals[m.label] = totals.get(m.label, 0) + (m.n or 0)
+    if len(totals) <= limit:
+        return chart
+    kept = set(sorted(totals, key=lambda label: (-totals[label], label))[:limit])
+    more = len(totals) - limit
+    return dataclasses.replace(
+        chart,
+        marks=tuple(m for m in chart.marks if m.label in kept),
+        note=f"{chart.note} The {limit} values with most results are drawn; {more} more are not.",
     )
 
 

@@ -54,7 +54,9 @@ def provenance_rows(manifest: Mapping[str, Any]) -> list[tuple[str, str]]:
             for key, value in extra.items():
                 _add(rows, str(key), value)
         for key, value in fingerprint.items():
-            if key not in _FINGERPRINT_LABELS and key != "extra":
+            # `models` repeats what the recorded provenance's rows already say.
+            said = key == "models" and isinstance(recorded, Mapping)
+            if key not in _FINGERPRINT_LABELS and key != "extra" and not said:
                 _add(rows, str(key), value)
     for key, value in manifest.items():
         if key not in _SKIP and key != "created_at":

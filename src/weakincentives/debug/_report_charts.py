@@ -22,6 +22,7 @@ from ._figures import (
     failure_key,
     flaky_chart,
     group_failures,
+    top_values,
 )
 from ._svg import BarChart, Format, Mark
 
@@ -62,13 +63,14 @@ def slice_chart(key: str, rows: Sequence[tuple[str, str, Summary]]) -> BarChart:
              high=s.pass_rate_high, n=s.n)
         for value, name, s in rows
     )  # fmt: skip
-    return BarChart(
+    chart = BarChart(
         id=f"chart-slice-{_slug(key)}",
         title=f"Pass rate by {key}",
         marks=marks,
         note=f"One row per value of the metadata key {key!r} and experiment, with its 95% "
         "interval.",
     )
+    return top_values(chart)
 
 
 def report_checks(report: EvalReport) -> BarChart | None:
@@ -138,21 +140,23 @@ def comparison_charts(
     ]
     if slices and key is not None:
         out.append(
-            BarChart(
-                id=f"chart-slice-delta-{slug}",
-                title=f"{name}: delta by {key}",
-                format="pp",
-                marks=tuple(
-                    Mark(
-                        label=value,
-                        value=s.delta,
-                        low=s.delta_ci.low,
-                        high=s.delta_ci.high,
-                        n=s.n_pairs,
-                    )
-                    for value, s in slices
-                ),
-                note=f"The paired delta within each value of {key!r}.",
+            top_values(
+                BarChart(
+                    id=f"chart-slice-delta-{slug}",
+                    title=f"{name}: delta by {key}",
+                    format="pp",
+                    marks=tuple(
+                        Mark(
+                            label=value,
+                            value=s.delta,
+                            low=s.delta_ci.low,
+                            high=s.delta_ci.high,
+                            n=s.n_pairs,
+                        )
+                        for value, s in slices
+                    ),
+                    note=f"The paired delta within each value of {key!r}.",
+                )
             )
         )
     return out

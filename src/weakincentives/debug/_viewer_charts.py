@@ -24,6 +24,7 @@ from ._figures import (
     flaky_chart,
     group_failures,
     pass_at_k_curve,
+    top_values,
 )
 from ._svg import BarChart, Format, Mark
 from ._viewer_index import ResultIndex
@@ -83,8 +84,13 @@ WHERE r.run_id = ? AND r.experiment = ? AND m.key = ? ORDER BY r.id
 
 
 def slice_keys(metadata: Mapping[str, Sequence[str]]) -> list[str]:
-    """Metadata keys worth slicing on: 2 to `MAX_SLICE_VALUES` values (from the facets)."""
-    return [k for k, values in metadata.items() if 2 <= len(values) < MAX_SLICE_VALUES + 1]
+    """Every metadata key, those worth slicing on (2 to `MAX_SLICE_VALUES` values) first.
+
+    The first one is the page's default; any can be picked (a slice chart draws the
+    values with most results, `_figures.top_values`).
+    """
+    good = [k for k, values in metadata.items() if 2 <= len(values) < MAX_SLICE_VALUES + 1]
+    return good + [k for k in metadata if k not in good]
 
 
 def run_charts(
@@ -150,13 +156,14 @@ def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
             rows = index.query(_SLICE_ROWS_SQL, (run_id, key, value, experiment))
             rate, low, high = estimate([float(p) for p, _ in rows], [c for _, c in rows])
         marks.append(Mark(label=value, series=experiment, value=rate, low=low, high=high, n=n))
-    return BarChart(
+    chart = BarChart(
         id="chart-slice",
         title=f"Pass rate by {key}",
         marks=tuple(marks),
         note=f"One row per value of the metadata key {key!r} and experiment, with its 95% "
         "interval; results without the key are left out.",
     )
+    return top_values(chart)
 
 
 def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
@@ -272,22 +279,24 @@ def comparison_charts(
     ]
     if key is not None and slices:
         charts.append(
-            BarChart(
-                id="chart-slice-delta",
-                title=f"Paired delta by {key}",
-                format="pp",
-                marks=tuple(
-                    Mark(
-                        label=value,
-                        value=s.delta,
-                        low=s.delta_ci.low,
-                        high=s.delta_ci.high,
-                        n=s.n_pairs,
-                    )
-                    for value, s in slices
-                ),
-                note=f"The paired delta within each value of {key!r} (pairs whose baseline "
-                "has the key).",
+            top_values(
+                BarChart(
+                    id="chart-slice-delta",
+                    title=f"Paired delta by {key}",
+                    format="pp",
+                    marks=tuple(
+                        Mark(
+                            label=value,
+                            value=s.delta,
+                            low=s.delta_ci.low,
+                            high=s.delta_ci.high,
+                            n=s.n_pairs,
+                        )
+                        for value, s in slices
+                    ),
+                    note=f"The paired delta within each value of {key!r} (pairs whose baseline "
+                    "has the key).",
+                )
             )
         )
     return [chart_json(chart) for chart in charts]

@@ -34,7 +34,13 @@ from weakincentives.evals import (
 from ._diff import pair_diff
 from ._html_report import render_html_report
 from ._provenance import provenance_rows
-from ._viewer_charts import comparison_charts, run_charts, slice_comparisons, slice_keys
+from ._viewer_charts import (
+    MAX_SLICE_VALUES,
+    comparison_charts,
+    run_charts,
+    slice_comparisons,
+    slice_keys,
+)
 from ._viewer_index import ResultIndex
 from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
@@ -245,7 +251,8 @@ class ViewerData:
         metadata = self._facets(run_id).metadata
         keys = slice_keys(metadata)
         if asked is None:
-            return (keys[0] if keys else None), keys
+            suggested = [k for k in keys if 2 <= len(metadata[k]) <= MAX_SLICE_VALUES]
+            return (suggested[0] if suggested else None), keys
         if asked and asked not in metadata:
             known = ", ".join(metadata) or "none (no metadata)"
             raise ViewerError(

@@ -23,12 +23,14 @@ export async function renderResult(view, runId, resultId, params, isCurrent) {
       h("span", { class: "spacer" }),
       sampleNav(runId, params, around)),
     siblings(runId, data),
-    scorePanel(r),
+    // What explains a failure first: the error, what the sample asked and expected and
+    // what came out, every check with its reason, then how it got there.
     r.error ? section("Error", h("p", {}, h("strong", {}, r.error_kind || "error")), pre(r.error, "error")) : null,
-    timingPanel(r),
     ioPanel(data.sample, r),
+    scorePanel(r),
     transcriptPanel(r.messages),
     toolCallsPanel(r.tool_calls),
+    timingPanel(r),
     Object.keys(r.metadata).length ? section("Metadata", kvTable(r.metadata)) : null,
     data.bundle ? bundlePanels(data.bundle) : null,
     data.bundle_error ? section("Debug bundle", h("p", { class: "warning" }, data.bundle_error)) : null,
@@ -106,13 +108,23 @@ function siblings(runId, data) {
     }, `side by side with ${s.experiment}`))) : null);
 }
 
-// A combined evaluator's reason is "label: reason; label: reason": each check's part.
+// A combined evaluator's reason is "label: reason; label: reason" with its checks' labels
+// (the top-level metric names): each check's part, which may itself contain "; ".
 function checkReasons(score) {
-  const parts = {};
-  for (const piece of (score.reason || "").split("; ")) {
-    const at = piece.indexOf(": ");
-    if (at > 0) parts[piece.slice(0, at)] = piece.slice(at + 2);
+  const text = score.reason || "";
+  const starts = [];
+  for (const m of score.metrics) {
+    if (m.name.includes(".")) continue;
+    const head = `${m.name}: `;
+    const at = text.startsWith(head) ? 0 : text.indexOf(`; ${head}`);
+    if (at >= 0) starts.push([at === 0 ? 0 : at + 2, m.name]);
   }
+  starts.sort((x, y) => x[0] - y[0]);
+  const parts = {};
+  starts.forEach(([at, name], i) => {
+    const end = i + 1 < starts.length ? starts[i + 1][0] - 2 : text.length;
+    parts[name] = text.slice(at + name.length + 2, end);
+  });
   return parts;
 }
 
