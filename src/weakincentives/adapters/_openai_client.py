@@ -10,59 +10,13 @@ from collections.abc import AsyncGenerator
 
 import openai
 
-from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
 
-from ._types import CacheStats, ResponseCache
-
-__all__ = ["KeyFreeCache", "LoopClients", "check_limits", "left", "make_client"]
+__all__ = ["LoopClients", "make_client"]
 
 _NO_KEY = "no-key"
 """Sent as the key to a `base_url` server when none is configured (local servers need none)."""
-_MIN_GUARDED_KEY = 8
-"""Keys at least this long are kept out of cached values (a shorter one matches too much)."""
-
 _log = logging.getLogger("weakincentives.adapters.openai")
-
-
-class KeyFreeCache:
-    """`cache`, except that a value quoting the API key is not stored.
-
-    A model can only echo the key if the conversation holds it, but a cache file is
-    easy to share and outlives the run: it must never carry the key.
-    """
-
-    def __init__(self, cache: ResponseCache, secret: str) -> None:
-        self._cache = cache
-        # Short keys (the placeholder `_NO_KEY` among them) are not real secrets.
-        self._secret = secret.encode() if len(secret) >= _MIN_GUARDED_KEY else b""
-
-    def get(self, key: str) -> bytes | None:
-        return self._cache.get(key)
-
-    def put(self, key: str, value: bytes) -> None:
-        if self._secret and self._secret in value:
-            _log.warning("a model turn quoting the API key was not cached (key %s)", key)
-            return
-        self._cache.put(key, value)
-
-    @property
-    def stats(self) -> CacheStats:
-        return self._cache.stats
-
-
-def left(budget: float | None, started: float, clock: Clock) -> float | None:
-    """Seconds left of a request's deadline budget, measured from `started`."""
-    return None if budget is None else budget - (clock.monotonic() - started)
-
-
-def check_limits(*, max_turns: int, max_retries: int, timeout: float) -> None:
-    if max_turns < 1:
-        raise ConfigurationError(f"max_turns must be at least 1, got {max_turns}")
-    if max_retries < 0:
-        raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries}")
-    if not timeout > 0:
-        raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
 
 
 def make_client(

@@ -36,6 +36,7 @@ __all__ = [
     "RetryPolicy",
     "check_limits",
     "connection_failure",
+    "left",
     "plan_retry",
     "send_with_retries",
     "status_failure",
@@ -168,8 +169,8 @@ def send_with_retries(
     attempt = 0
     while True:
         attempt += 1
-        left = _left(budget, started, clock)
-        timeout = policy.timeout if left is None else min(policy.timeout, left)
+        remaining = left(budget, started, clock)
+        timeout = policy.timeout if remaining is None else min(policy.timeout, remaining)
         if timeout <= 0:
             raise DeadlineExceededError(
                 f"{where}: the run's deadline passed before the model answered "
@@ -181,7 +182,7 @@ def send_with_retries(
             failure = translate(exc, timeout)
             if failure is None:
                 raise
-            delay, reason = plan_retry(failure, attempt, _left(budget, started, clock), policy)
+            delay, reason = plan_retry(failure, attempt, left(budget, started, clock), policy)
             if delay is None:
                 raise failure.error(redact(f"{failure.message}{reason}")) from failure.cause
             clock.sleep(delay)
@@ -215,7 +216,8 @@ def plan_retry(
     return delay, ""
 
 
-def _left(budget: float | None, started: float, clock: Clock) -> float | None:
+def left(budget: float | None, started: float, clock: Clock) -> float | None:
+    """Seconds left of a request's deadline budget, measured from `started`."""
     return None if budget is None else budget - (clock.monotonic() - started)
 
 

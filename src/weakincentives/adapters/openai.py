@@ -54,9 +54,10 @@ from weakincentives.runtime.session import Session
 
 from ._cache import acached_model_call, cached_model_call
 from ._loop import arun_prompt, run_prompt
-from ._openai_client import KeyFreeCache, LoopClients, check_limits, left, make_client
+from ._openai_client import LoopClients, make_client
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
 from ._provenance import AdapterInfo, strip_credentials
+from ._retry import KeyFreeCache, check_limits, left
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
