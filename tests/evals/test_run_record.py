@@ -290,15 +290,21 @@ def test_planted_secrets_reach_neither_results_nor_manifest(
     assert all(r["metadata"]["api_key"] == "[REDACTED]" for r in rows)
 
 
+def _sync_task(text: str) -> str:
+    if text == "q1":
+        raise RuntimeError(f"boom with {KEY}")
+    return text
+
+
+async def _async_task(text: str) -> str:
+    return _sync_task(text)
+
+
+@pytest.mark.parametrize("task", [_sync_task, _async_task], ids=["sync", "async"])
 @pytest.mark.parametrize(("scope", "bundled"), [("all", {"s0", "s1", "s2"}), ("failed", {"s1"})])
 def test_bundles_all_or_failed_go_into_the_run_directory(
-    tmp_path: Path, scope: Any, bundled: set[str]
+    tmp_path: Path, scope: Any, bundled: set[str], task: Any
 ) -> None:
-    def task(text: str) -> str:
-        if text == "q1":
-            raise RuntimeError(f"boom with {KEY}")
-        return text
-
     report = run_eval(samples(), task, exact_match, store=tmp_path, run_id="r1", bundles=scope)
     assert report.total == 3
     rows = {r["sample_id"]: r for r in lines(tmp_path / "r1")}

@@ -20,7 +20,15 @@ from weakincentives.runtime.session import Session
 from .._records import EvalRequest
 from ._sample import SampleOutcome
 
-__all__ = ["BundleOptions", "BundleScope", "record_bundle", "record_outcome", "with_bundle"]
+__all__ = [
+    "BundleOptions",
+    "BundleScope",
+    "keep_or_discard",
+    "open_bundle",
+    "record_bundle",
+    "record_outcome",
+    "with_bundle",
+]
 
 BundleScope = Literal["all", "failed"]
 """Which samples get a bundle: every one, or those that did not pass (errors included)."""
@@ -47,18 +55,30 @@ def record_bundle(
     The outcome's result names the bundle written (`bundle_path`); with scope `failed`,
     a sample that passed writes none.
     """
-    recorder = bundle_recorder(
-        options.config, request_id=str(request.request_id), kind="eval", clock=clock,
-        sample_id=request.sample.id, experiment=request.experiment.name, run_id=request.run_id,
-    )  # fmt: skip
+    recorder = open_bundle(options, request, clock)
     with recorder as rec:
         rec.set_request(request)
         outcome = run(rec.set_session_before)
-        if options.scope == "failed" and outcome.result.passed:
-            rec.discard()
-        else:
-            record_outcome(rec, outcome)
+        keep_or_discard(options, rec, outcome)
     return with_bundle(outcome, recorder)
+
+
+def open_bundle(
+    options: BundleOptions, request: EvalRequest[object, object], clock: Clock
+) -> BundleWriter:
+    """The recorder of `request`'s bundle (enter it around the sample; see `record_bundle`)."""
+    return bundle_recorder(
+        options.config, request_id=str(request.request_id), kind="eval", clock=clock,
+        sample_id=request.sample.id, experiment=request.experiment.name, run_id=request.run_id,
+    )  # fmt: skip
+
+
+def keep_or_discard(options: BundleOptions, rec: BundleWriter, outcome: SampleOutcome) -> None:
+    """Record `outcome` in the bundle, or drop the bundle of a pass under scope `failed`."""
+    if options.scope == "failed" and outcome.result.passed:
+        rec.discard()
+    else:
+        record_outcome(rec, outcome)
 
 
 def with_bundle(outcome: SampleOutcome, rec: BundleWriter) -> SampleOutcome:

@@ -68,7 +68,7 @@ from ..scoring import (
 )
 from ..store import qualified_name
 from ._async_executor import scores_on_loop
-from ._bundles import BundleOptions, record_bundle
+from ._bundles import BundleOptions, keep_or_discard, open_bundle, record_bundle, with_bundle
 from ._environment import Environment
 from ._sample import (
     RECORD_INPUTS,
@@ -303,15 +303,33 @@ class _AsyncFunctionTarget:
     ) -> Coroutine[Any, Any, SampleOutcome]:
         # Not itself a coroutine: it hands over the one that runs the sample (one
         # coroutine less per sample, which instant samples on the event loop notice).
+        if self._options.bundles is not None:
+            return self._run_with_bundle(request, env, limiter)
         if env is None and self._score_inline and not self._wants_session:
             return self._run_plain(request)
         return self._run_in_session(request, env, limiter)
+
+    async def _run_with_bundle(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        limiter: anyio.CapacityLimiter,
+    ) -> SampleOutcome:
+        options = self._options.bundles
+        assert options is not None
+        recorder = open_bundle(options, request, self._options.clock)
+        with recorder as rec:
+            rec.set_request(request)
+            outcome = await self._run_in_session(request, env, limiter, rec.set_session_before)
+            keep_or_discard(options, rec, outcome)
+        return with_bundle(outcome, recorder)
 
     async def _run_in_session(
         self,
         request: EvalRequest[Any, Any],
         env: Environment | None,
         limiter: anyio.CapacityLimiter,
+        on_prepared: Callable[[Session], None] | None = None,
     ) -> SampleOutcome:
         opts = self._options
         session = Session(clock=opts.clock)
@@ -321,6 +339,8 @@ class _AsyncFunctionTarget:
             seed_environment(env, session)
             if self._wants_env:
                 kwargs["env"] = env
+        if on_prepared is not None:
+            on_prepared(session)
         if self._wants_session:
             kwargs["session"] = session
         deadline = Deadline.after(opts.timeout, clock=opts.clock) if opts.timeout else None
