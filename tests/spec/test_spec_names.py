@@ -1,0 +1,153 @@
+"""The spec's names work as the spec (and its reference implementation) spells them.
+
+Each name is an alias of this project's own name, not a second implementation: the
+tests check that both spellings reach the same thing. `tests/spec/ADAPTATIONS.md` lists
+every alias and why it exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import ScriptedModel
+from weakincentives.adapters import (
+    CacheableAdapter,
+    FunctionAdapter,
+    ProviderAdapter,
+)
+from weakincentives.clock import FakeClock
+from weakincentives.debug import DebugBundle, DebugBundleConfig, bundle_recorder
+from weakincentives.errors import ConfigurationError
+from weakincentives.evals import JudgeOutput
+from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
+from weakincentives.runtime import AgentLoop, AgentLoopRequest, AgentLoopResult, InMemoryMailbox
+from weakincentives.runtime.dlq import DeadLetter, DLQPolicy
+
+# -- adapters: ProviderAdapter[JudgeOutput] --------------------------------------------------
+
+
+def test_provider_adapter_is_subscriptable_like_the_draft_writes_it() -> None:
+    judge_type = ProviderAdapter[JudgeOutput]
+    assert judge_type.__origin__ is ProviderAdapter  # type: ignore[attr-defined]
+    assert CacheableAdapter[str].__origin__ is CacheableAdapter  # type: ignore[attr-defined]
+
+
+def test_every_adapter_still_matches_the_bare_and_the_subscripted_protocol() -> None:
+    adapter = FunctionAdapter(ScriptedModel("ok"))
+    assert isinstance(adapter, CacheableAdapter)
+
+    def judge_with(judge: ProviderAdapter[JudgeOutput]) -> ProviderAdapter[JudgeOutput]:
+        return judge
+
+    assert judge_with(adapter) is adapter  # structurally typed: mypy checks this line too
+
+
+# -- runtime: DLQPolicy(max_delivery_count=...) ----------------------------------------------
+
+
+def _dead() -> InMemoryMailbox[DeadLetter[Any], None]:
+    return InMemoryMailbox(name="dead")
+
+
+def test_dlq_policy_takes_the_reference_spelling() -> None:
+    dead = _dead()
+    policy: DLQPolicy[Any] = DLQPolicy(dead, max_delivery_count=3)
+    assert policy.max_deliveries == 3
+    assert policy.max_delivery_count == 3
+    assert policy == DLQPolicy(dead, max_deliveries=3)
+    assert DLQPolicy(dead).max_delivery_count == 5  # one default, read under both names
+
+
+def test_dlq_policy_refuses_two_different_limits() -> None:
+    with pytest.raises(ConfigurationError, match="max_delivery_count"):
+        DLQPolicy(_dead(), max_deliveries=3, max_delivery_count=4)
+    assert DLQPolicy(_dead(), max_deliveries=2, max_delivery_count=2).max_deliveries == 2
+
+
+def test_dlq_policy_checks_the_alias_like_the_name() -> None:
+    with pytest.raises(ConfigurationError, match="at least 1"):
+        DLQPolicy(_dead(), max_delivery_count=0)
+
+
+def test_dlq_policy_is_still_a_frozen_dataclass() -> None:
+    policy: DLQPolicy[Any] = DLQPolicy(_dead(), max_delivery_count=2)
+    assert [f.name for f in dataclasses.fields(policy)] == [
+        "mailbox",
+        "max_deliveries",
+        "dead_letter_on",
+        "never_dead_letter",
+    ]
+    assert dataclasses.replace(policy, max_deliveries=7).max_delivery_count == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.max_deliveries = 9  # type: ignore[misc]
+
+
+# -- runtime: AgentLoop(requests=...) ---------------------------------------------------------
+
+ECHO = PromptTemplate[str](
+    ns="spec",
+    key="echo",
+    sections=(MarkdownSection("Question", "question", "What is 2 + 2?", role="user"),),
+)
+
+
+class EchoLoop(AgentLoop[str, str]):
+    def create_prompt(self, request: str) -> Prompt[str]:
+        del request
+        return Prompt(ECHO)
+
+
+def test_agent_loop_serves_the_requests_mailbox_given_at_construction() -> None:
+    requests: InMemoryMailbox[AgentLoopRequest[str], AgentLoopResult[str]] = InMemoryMailbox(
+        name="requests"
+    )
+    replies: InMemoryMailbox[AgentLoopResult[str], None] = InMemoryMailbox(name="replies")
+    loop = EchoLoop(adapter=FunctionAdapter(ScriptedModel("4")), requests=requests)
+    assert loop.requests is requests
+    requests.send(AgentLoopRequest(request="2 + 2?"), reply_to=replies)
+
+    stats = loop.run(until_drained=True, wait_time_seconds=0)
+
+    assert stats.succeeded == 1
+    [reply] = replies.receive(max_messages=10)
+    assert reply.body.text == "4"
+
+
+def test_agent_loop_run_argument_wins_over_the_constructor_mailbox() -> None:
+    at_init: InMemoryMailbox[Any, Any] = InMemoryMailbox(name="at-init")
+    at_run: InMemoryMailbox[Any, Any] = InMemoryMailbox(name="at-run")
+    results: InMemoryMailbox[Any, None] = InMemoryMailbox(name="results")
+    loop = EchoLoop(adapter=FunctionAdapter(ScriptedModel("4")), requests=at_init)
+    at_run.send(AgentLoopRequest(request="q"))
+
+    loop.run(at_run, results=results, until_drained=True, wait_time_seconds=0)
+
+    assert results.approximate_count() == 1
+    assert at_run.approximate_count() == 0
+
+
+def test_agent_loop_run_without_any_mailbox_says_what_to_pass() -> None:
+    loop = EchoLoop(adapter=FunctionAdapter(ScriptedModel("4")))
+    assert loop.requests is None
+    with pytest.raises(ConfigurationError, match="requests="):
+        loop.run(until_drained=True, wait_time_seconds=0)
+
+
+# -- debug: DebugBundle.load -------------------------------------------------------------------
+
+
+def test_debug_bundle_load_is_open(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = DebugBundleConfig(directory=tmp_path)
+    with bundle_recorder(config, kind="eval", request_id="req-1", clock=clock) as rec:
+        rec.set_request({"sample": "s"})
+    assert rec.path is not None
+    loaded = DebugBundle.load(rec.path)
+    opened = DebugBundle.open(rec.path)
+    assert loaded.path == opened.path == rec.path
+    assert loaded.manifest == opened.manifest
+    assert loaded.request == {"sample": "s"}
