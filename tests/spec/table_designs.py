@@ -170,8 +170,8 @@ def check_run_eval(env: Env, ns: dict[str, Any]) -> None:
     dataset = tuple(s.qa_dataset())
     spec = ns["run_eval"](s.qa_loop(), dataset, ours.exact_match)
     mine = ours.run_eval(s.qa_loop(), dataset, ours.exact_match)
-    assert spec.pass_rate == mine.pass_rate == 1.0
-    assert spec.total_tokens == mine.total_tokens > 0
+    assert spec.pass_rate == mine.pass_rate == 1.0, (spec.results, mine.results)
+    assert spec.total_tokens == mine.total_tokens > 0, (spec.total_tokens, mine.total_tokens)
     by_id = {r.sample_id: r for r in mine.results}
     for r in spec.results:
         assert (r.score.passed, r.tokens) == (by_id[r.sample_id].passed, by_id[r.sample_id].tokens)

@@ -84,6 +84,7 @@ def session_with(*tools: str, tokens: int = 100) -> Session:
                 result=SessionToolResult(message="ok", value=None, success=True),
                 success=True,
                 call_id=f"c{i}",
+                duration_ms=1.0,
             )
         )
     session.dispatch(

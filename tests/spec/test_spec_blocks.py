@@ -121,12 +121,12 @@ def env(
 
 
 def run_handled(key: str, namespace: dict[str, Any], env: Env) -> None:
-    """Run block `key` into `namespace`: its `after` blocks, its setup, then its code."""
+    """Run block `key` into `namespace`: its setup, its `after` blocks, then its code."""
     block, handling = BLOCKS[key], HANDLED[key]
-    for n in handling.after:
-        run_handled(f"{block.doc}#{n}", namespace, env)
     if handling.setup is not None:
         namespace.update(handling.setup(env))
+    for n in handling.after:
+        run_handled(f"{block.doc}#{n}", namespace, env)
     code = apply_edits(block, handling.edits)
     run_code(block, code, namespace, as_function=handling.as_function)
 

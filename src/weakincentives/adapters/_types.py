@@ -43,7 +43,8 @@ class PromptResponse(Generic[OutputT]):
     text: str | None
     """Final assistant text."""
     output: OutputT | None
-    """Structured output parsed into the template's output type (None for text prompts)."""
+    """Structured output parsed into the template's output type; for a plain-text prompt,
+    the final text (so a `PromptTemplate[str]`'s output is its answer)."""
     usage: TokenUsage = field(default_factory=TokenUsage)
     """Tokens used across every model call."""
     messages: tuple[ChatMessage, ...] = ()
