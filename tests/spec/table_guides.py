@@ -114,6 +114,15 @@ def check_session_evaluator(*needs: str) -> Any:
     return check
 
 
+def check_call_limit(env: Env, ns: dict[str, Any]) -> None:
+    """Block 33's evaluator: the right answer with at most two expensive calls."""
+    del env
+    evaluator = ns["evaluator"]
+    assert evaluator("4", "4", SessionView(session_with("expensive_api"))).passed
+    assert not evaluator("4", "4", SessionView(session_with(*["expensive_api"] * 3))).passed
+    assert not evaluator("5", "4", SessionView(session_with())).passed
+
+
 def check_judge_evaluator(env: Env, ns: dict[str, Any]) -> None:
     del env
     evaluator = ns["evaluator"]
@@ -139,7 +148,7 @@ def agent_and_mailboxes(env: Env) -> dict[str, Any]:
 def production(env: Env) -> dict[str, Any]:
     """The production side of the co-located worker examples: requests already queued."""
     stop = threading.Event()
-    env.closers.append(stop.set)
+    env.closers.append(lambda: stop_production(stop))
     names = agent_and_mailboxes(env)
     prod_requests = s.mailbox(env, "agent-requests")
     prod_requests.send("What is 2 + 2?")
@@ -460,7 +469,16 @@ def redis_production(env: Env) -> dict[str, Any]:
     evals.send(
         s.EvalRequest(sample=s.qa_dataset(1).samples[0], experiment=BASELINE), reply_to="eval-results"
     )
+    env.closers.append(lambda: stop_production(names["stop"]))  # closers run last first
     return {"STANDIN_REDIS": client, "STANDIN_LOOP": names["agent_loop"], "stop": names["stop"]}
+
+
+def stop_production(stop: threading.Event) -> None:
+    """Stop the block's production thread (started unnamed) before its client closes."""
+    stop.set()
+    for thread in threading.enumerate():
+        if thread.name.endswith("(run_production)"):
+            thread.join(timeout=10)
 
 
 def check_redis_production(env: Env, ns: dict[str, Any]) -> None:
@@ -471,7 +489,7 @@ def check_redis_production(env: Env, ns: dict[str, Any]) -> None:
             break
         threading.Event().wait(0.02)
     [message] = ns["prod_results"].receive()
-    assert message.body.text == "4"
+    assert message.body["text"] == "4"  # an untyped Redis mailbox delivers JSON values
 
 
 def check_redis_collection(env: Env, ns: dict[str, Any]) -> None:
@@ -764,7 +782,7 @@ CHAPTER: tuple[Handling, ...] = (
     ),
     Handling(
         f"{C}#33", "49f225579395", "with context", "evaluators imported by the blocks before",
-        setup=practice_names, check=check_session_evaluator(),
+        setup=practice_names, check=check_call_limit,
     ),
     Handling(
         f"{C}#34", "ce55cdab8ccf", "with context", "two stand-in reports and the reader's `RollbackError`",

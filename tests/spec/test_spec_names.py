@@ -22,7 +22,8 @@ from weakincentives.adapters import (
 from weakincentives.clock import FakeClock
 from weakincentives.debug import DebugBundle, DebugBundleConfig, bundle_recorder
 from weakincentives.errors import ConfigurationError
-from weakincentives.evals import JudgeOutput
+from weakincentives import serde
+from weakincentives.evals import BASELINE, EvalLoop, EvalRequest, JudgeOutput, Sample, exact_match
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, AgentLoopRequest, AgentLoopResult, InMemoryMailbox
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy
@@ -151,3 +152,39 @@ def test_debug_bundle_load_is_open(tmp_path: Path) -> None:
     assert loaded.path == opened.path == rec.path
     assert loaded.manifest == opened.manifest
     assert loaded.request == {"sample": "s"}
+
+
+# -- evals: an untyped mailbox's plain-JSON requests ----------------------------------------
+
+
+def test_eval_loop_reads_a_request_sent_as_plain_json() -> None:
+    """An untyped `RedisMailbox` (as the guide builds it) delivers bodies as JSON values."""
+    requests: InMemoryMailbox[Any, Any] = InMemoryMailbox(name="requests")
+    replies: InMemoryMailbox[Any, None] = InMemoryMailbox(name="replies")
+    request = EvalRequest(sample=Sample(id="q1", input="2 + 2?", expected="4"), experiment=BASELINE)
+    requests.send(serde.dump(request), reply_to=replies)
+    loop = EchoLoop(adapter=FunctionAdapter(ScriptedModel("4")))
+
+    EvalLoop(loop=loop, evaluator=exact_match, requests=requests).run(
+        until_drained=True, wait_time_seconds=0
+    )
+
+    [reply] = replies.receive()
+    assert reply.body.sample_id == "q1" and reply.body.passed
+    assert reply.body.request_id == str(request.request_id)
+
+
+def test_eval_loop_dead_letters_json_that_is_no_request() -> None:
+    requests: InMemoryMailbox[Any, Any] = InMemoryMailbox(name="requests")
+    dead: InMemoryMailbox[DeadLetter[Any], None] = InMemoryMailbox(name="dead")
+    requests.send({"sample": {"id": "q1"}})
+    loop = EchoLoop(adapter=FunctionAdapter(ScriptedModel("4")))
+
+    EvalLoop(loop=loop, evaluator=exact_match, requests=requests, dlq=DLQPolicy(dead)).run(
+        until_drained=True, wait_time_seconds=0
+    )
+
+    [letter] = dead.receive()
+    assert letter.body.reason == "non_retryable"  # dead-lettered at once, never retried
+    assert letter.body.error_type.endswith("MessageDecodeError")
+    assert "EvalRequest" in (letter.body.error_message or "")
