@@ -23,10 +23,27 @@ from weakincentives.clock import FakeClock
 from weakincentives.debug import DebugBundle, DebugBundleConfig, bundle_recorder
 from weakincentives.errors import ConfigurationError
 from weakincentives import serde
-from weakincentives.evals import BASELINE, EvalLoop, EvalRequest, JudgeOutput, Sample, exact_match
+from weakincentives.evals import (
+    BASELINE,
+    EvalLoop,
+    EvalRequest,
+    JudgeOutput,
+    JudgeRating,
+    Sample,
+    all_of,
+    any_of,
+    contains,
+    exact_match,
+    Score,
+    is_session_aware,
+    run_eval,
+    tool_not_called,
+)
+from weakincentives.evals._records import build_result
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, AgentLoopRequest, AgentLoopResult, InMemoryMailbox
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy
+from weakincentives.runtime.session import Session, SessionView, TokenUsage
 
 # -- adapters: ProviderAdapter[JudgeOutput] --------------------------------------------------
 
@@ -188,3 +205,67 @@ def test_eval_loop_dead_letters_json_that_is_no_request() -> None:
     assert letter.body.reason == "non_retryable"  # dead-lettered at once, never retried
     assert letter.body.error_type.endswith("MessageDecodeError")
     assert "EvalRequest" in (letter.body.error_message or "")
+
+
+# -- evals: combinators of plain evaluators, judge output -----------------------------------
+
+
+@pytest.mark.parametrize("combine", [all_of, any_of])
+def test_a_plain_combinator_also_takes_a_session(combine: Any) -> None:
+    evaluator = combine(exact_match, contains)
+    assert not is_session_aware(evaluator)  # still run as (output, expected)
+    session = SessionView(Session())
+    assert evaluator("4", "4", session) == evaluator("4", "4")
+    assert not evaluator("5", "4", session).passed
+
+
+def test_a_plain_combinator_fits_where_a_session_evaluator_is_expected() -> None:
+    inner = all_of(exact_match, contains)
+    outer = all_of(inner, tool_not_called("fallback"))  # session-aware
+    assert is_session_aware(outer)
+    assert outer("4", "4", SessionView(Session())).passed
+
+
+@pytest.mark.parametrize(
+    ("rating", "score", "passed"),
+    [("excellent", 1.0, True), ("good", 0.75, True), ("fair", 0.5, False), ("wrong", 0.0, False)],
+)
+def test_judge_output_reads_as_the_drafts_score_passed_reason(
+    rating: JudgeRating, score: float, passed: bool
+) -> None:
+    out = JudgeOutput(justification="because", rating=rating)
+    assert (out.score, out.passed, out.reason) == (score, passed, "because")
+    assert out.reason is out.justification
+
+
+# -- evals: EvalResult as EVALS.md writes it -------------------------------------------------
+
+
+def _explode(question: str) -> str:
+    raise RuntimeError("model exploded")
+
+
+def test_error_text_is_the_message_and_latency_whole_milliseconds() -> None:
+    samples = [Sample(id="a", input="hi", expected="HI")]
+    [failed] = run_eval(samples, _explode, exact_match).results
+    assert failed.error == "model exploded"  # EVALS.md: `error` is the error message
+    assert failed.score.reason == "model exploded"
+    assert failed.error_kind == "agent"
+    [ok] = run_eval(samples, str.upper, exact_match).results
+    assert type(ok.latency_ms) is int and type(failed.latency_ms) is int
+
+
+def test_an_exception_without_a_message_is_named_by_its_type() -> None:
+    def silent(question: str) -> str:
+        raise KeyError
+
+    [failed] = run_eval([Sample(id="a", input="hi", expected="HI")], silent, exact_match).results
+    assert failed.error == "KeyError"
+
+
+def test_latency_rounds_to_whole_milliseconds_on_the_per_sample_path() -> None:
+    result = build_result(
+        sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True),
+        latency_ms=12.6, usage=TokenUsage(), metadata={},
+    )  # fmt: skip
+    assert result.latency_ms == 13 and type(result.latency_ms) is int
