@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.helpers import ScriptedModel
@@ -25,6 +26,7 @@ from weakincentives.errors import ConfigurationError
 from weakincentives import serde
 from weakincentives.evals import (
     BASELINE,
+    EvalConfig,
     EvalLoop,
     EvalRequest,
     JudgeOutput,
@@ -33,6 +35,7 @@ from weakincentives.evals import (
     all_of,
     any_of,
     contains,
+    evaluate,
     exact_match,
     Score,
     is_session_aware,
@@ -43,7 +46,7 @@ from weakincentives.evals._records import build_result
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, AgentLoopRequest, AgentLoopResult, InMemoryMailbox
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy
-from weakincentives.runtime.session import Session, SessionView, TokenUsage
+from weakincentives.runtime.session import ChatMessage, Session, SessionView, TokenUsage
 
 # -- adapters: ProviderAdapter[JudgeOutput] --------------------------------------------------
 
@@ -269,3 +272,49 @@ def test_latency_rounds_to_whole_milliseconds_on_the_per_sample_path() -> None:
         latency_ms=12.6, usage=TokenUsage(), metadata={},
     )  # fmt: skip
     assert result.latency_ms == 13 and type(result.latency_ms) is int
+
+
+# -- evals: EvalConfig, max_samples, experiment_name, prepare_messages -----------------------
+
+
+def _samples(n: int) -> list[Sample[str, str]]:
+    return [Sample(id=f"s{i}", input=f"x{i}", expected=f"X{i}") for i in range(n)]
+
+
+def test_eval_config_runs_the_first_max_samples_under_its_experiment_name() -> None:
+    config = EvalConfig(target=str.upper, max_samples=2, experiment_name="upper_smoke")
+    report = anyio.run(evaluate, _samples(5), config, exact_match)
+    assert [r.sample_id for r in report.results] == ["s0", "s1"]
+    assert {r.experiment_name for r in report.results} == {"upper_smoke"}
+    assert report.config["experiment_name"] == "upper_smoke"
+    assert report.config["max_concurrent"] == 16 and report.pass_rate == 1.0
+
+
+def test_max_samples_also_limits_a_streamed_dataset_and_works_as_a_keyword() -> None:
+    report = run_eval((s for s in _samples(5)), str.upper, exact_match, max_samples=3)
+    assert report.total == 3
+    assert report.config["experiment_name"] == "baseline"
+
+
+def test_eval_config_is_a_frozen_value_to_replace() -> None:
+    base = EvalConfig(target=str.upper, max_concurrent=2)
+    variant = dataclasses.replace(base, max_samples=1, experiment_name="v")
+    assert (base.max_samples, variant.max_samples, variant.max_concurrent) == (None, 1, 2)
+    with pytest.raises(ConfigurationError, match="max_samples"):
+        EvalConfig(target=str.upper, max_samples=-1)
+
+
+def test_prepare_messages_is_what_the_target_receives() -> None:
+    seen: list[Any] = []
+
+    def prepare(sample: Sample[Any, Any]) -> list[ChatMessage]:
+        return [ChatMessage(role="system", content="Shout."), ChatMessage(role="user", content=sample.input)]
+
+    def target(messages: list[ChatMessage]) -> str:
+        seen.append(messages)
+        return str(messages[-1].content).upper()
+
+    report = run_eval(_samples(2), target, exact_match, prepare_messages=prepare)
+    assert report.pass_rate == 1.0
+    assert [m[-1].content for m in seen] == ["x0", "x1"]
+    assert all(isinstance(m, list) and m[0].content == "Shout." for m in seen)
