@@ -509,11 +509,11 @@ def test_progress_bar_shows_counts_pass_rate_and_errors() -> None:
     bar.start(3, done=1)
     bar.advance(
         EvalResult(
-            sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True), latency_ms=1.0
+            sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True), latency_ms=1
         )
     )
     bar.advance(EvalResult(sample_id="b", experiment_name="x", score=Score(value=0.0, passed=False),
-                           latency_ms=1.0, error="boom", error_kind="agent"))  # fmt: skip
+                           latency_ms=1, error="boom", error_kind="agent"))  # fmt: skip
     bar.finish()
     text = out.getvalue()
     assert "3/3" in text

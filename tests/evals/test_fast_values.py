@@ -61,8 +61,8 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
     assert serde.dumps(built) == serde.dumps(made)
     assert dataclasses.replace(built, epoch=5) == dataclasses.replace(made, epoch=5)
     minimal: dict[str, Any] = {"sample_id": "s", "experiment_name": "e", "score": Score(1.0, True)}
-    assert build_result(**minimal, latency_ms=0.0, usage=TokenUsage(), metadata={}) == (
-        EvalResult(**minimal, latency_ms=0.0)
+    assert build_result(**minimal, latency_ms=0, usage=TokenUsage(), metadata={}) == (
+        EvalResult(**minimal, latency_ms=0)
     )
 
 

@@ -95,7 +95,7 @@ CONTRADICTIONS: tuple[Contradiction, ...] = (
         "`max_concurrent`, a response cache and resumable run stores.",
     ),
     Contradiction(
-        "guide-evaluation-chapter.md#18 (a new `InMemoryMailbox(name=\"eval-requests\")` beside "
+        'guide-evaluation-chapter.md#18 (a new `InMemoryMailbox(name="eval-requests")` beside '
         "block 17's) and #24 (`reply_to=canary_results`, collected from `canary_eval_results`)",
         "which mailbox is which",
         "with Redis one name is one queue, so the guide holds there; in memory the suite uses "
@@ -118,16 +118,48 @@ class Alias:
 
 ALIASES: tuple[Alias, ...] = (
     Alias("`MainLoop`", "`AgentLoop` (the same class)", "EVALS-mainloop-draft.md, chapter"),
-    Alias("`AgentLoop(requests=...)` then `run()`", "`AgentLoop.run(requests)`", "reference implementation"),
-    Alias("`DLQPolicy(max_delivery_count=...)`", "`DLQPolicy(max_deliveries=...)`", "reference implementation"),
+    Alias(
+        "`AgentLoop(requests=...)` then `run()`",
+        "`AgentLoop.run(requests)`",
+        "reference implementation",
+    ),
+    Alias(
+        "`DLQPolicy(max_delivery_count=...)`",
+        "`DLQPolicy(max_deliveries=...)`",
+        "reference implementation",
+    ),
     Alias("`DebugBundle.load(path)`", "`DebugBundle.open(path)`", "reference implementation"),
     Alias("`JudgeOutput.reason`", "`JudgeOutput.justification`", "EVALS-mainloop-draft.md"),
-    Alias("`JudgeOutput.score` / `.passed`", "`RATING_VALUES[rating]` / `rating in PASSING_RATINGS`", "EVALS-mainloop-draft.md"),
-    Alias("`ProviderAdapter[JudgeOutput]`", "`ProviderAdapter` (the parameter is optional)", "EVALS-mainloop-draft.md"),
-    Alias("`Sample(ground_truth=...)`, `sample.ground_truth`", "`Sample(expected=...)`, `sample.expected`", "evaluation-abstractions.md"),
-    Alias("`EvalConfig(max_samples=, max_concurrent=, experiment_name=)`", "`evaluate(..., max_samples=, max_concurrent=, experiments=)`", "evaluation-abstractions.md"),
-    Alias("`evals.analysis`", "`weakincentives.evals.analysis` (also re-exported by `weakincentives.evals`)", "evaluation-abstractions.md"),
-    Alias("`report.config['experiment_name']`", "`report.experiment_names`", "evaluation-abstractions.md"),
+    Alias(
+        "`JudgeOutput.score` / `.passed`",
+        "`RATING_VALUES[rating]` / `rating in PASSING_RATINGS`",
+        "EVALS-mainloop-draft.md",
+    ),
+    Alias(
+        "`ProviderAdapter[JudgeOutput]`",
+        "`ProviderAdapter` (the parameter is optional)",
+        "EVALS-mainloop-draft.md",
+    ),
+    Alias(
+        "`Sample(ground_truth=...)`, `sample.ground_truth`",
+        "`Sample(expected=...)`, `sample.expected`",
+        "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`EvalConfig(max_samples=, max_concurrent=, experiment_name=)`",
+        "`evaluate(..., max_samples=, max_concurrent=, experiments=)`",
+        "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`evals.analysis`",
+        "`weakincentives.evals.analysis` (also re-exported by `weakincentives.evals`)",
+        "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`report.config['experiment_name']`",
+        "`report.experiment_names`",
+        "evaluation-abstractions.md",
+    ),
 )
 
 

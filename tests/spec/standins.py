@@ -33,6 +33,31 @@ from weakincentives.evals import (
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, InMemoryMailbox
 
+__all__ = [
+    "ANSWERS",
+    "QA_TEMPLATE",
+    "AgentLoop",
+    "AnalysisRequest",
+    "EvalLoop",
+    "EvalRequest",
+    "FunctionAdapter",
+    "QALoop",
+    "alias_modules",
+    "background_eval_worker",
+    "bundle_eval_loop",
+    "eval_results",
+    "exact_match",
+    "install_modules",
+    "judge_reply",
+    "mailbox",
+    "off_by_one_model",
+    "qa_dataset",
+    "qa_loop",
+    "read_rows",
+    "spec_model",
+    "write_qa_jsonl",
+]
+
 # -- models -------------------------------------------------------------------------------
 
 ANSWERS = {
@@ -180,8 +205,12 @@ def eval_results(dataset: Dataset[str, str], *, fail: str | None = None) -> list
     replies = InMemoryMailbox[Any, Any](name="spec-report-replies")
     for sample in dataset:
         wrong = sample.id == fail
-        body = Sample(id=sample.id, input=sample.input, expected="nope" if wrong else sample.expected)
-        requests.send(EvalRequest(sample=body, experiment=Experiment(name="spec")), reply_to=replies)
+        body = Sample(
+            id=sample.id, input=sample.input, expected="nope" if wrong else sample.expected
+        )
+        requests.send(
+            EvalRequest(sample=body, experiment=Experiment(name="spec")), reply_to=replies
+        )
     EvalLoop(loop=loop, evaluator=exact_match, requests=requests).run(
         until_drained=True, wait_time_seconds=0
     )

@@ -10,8 +10,8 @@ one: the same field names are readable, and the same inputs give the same result
 from __future__ import annotations
 
 import dataclasses
-import json
 import inspect
+import json
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -26,6 +26,7 @@ from tests.spec import standins as s
 from tests.spec.blocks import Env, Handling
 from weakincentives import MainLoop, Prompt, PromptTemplate
 from weakincentives.adapters import FunctionAdapter, ProviderAdapter
+from weakincentives.runtime import AgentLoop
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
 
 D = "EVALS-mainloop-draft.md"
@@ -59,7 +60,9 @@ def draft_names(env: Env) -> dict[str, Any]:
 def readable_on(spec_cls: type, instance: object) -> None:
     """Every field, property and method the spec's class has is readable on `instance`."""
     names = [n for n in vars(spec_cls) if not n.startswith("_")]
-    names += [f.name for f in dataclasses.fields(spec_cls)] if dataclasses.is_dataclass(spec_cls) else []
+    names += (
+        [f.name for f in dataclasses.fields(spec_cls)] if dataclasses.is_dataclass(spec_cls) else []
+    )
     missing = sorted({n for n in names if not hasattr(instance, n)})
     assert not missing, f"{type(instance).__name__} lacks the spec's {missing}"
 
@@ -129,7 +132,11 @@ def check_judge_output(env: Env, ns: dict[str, Any]) -> None:
 
 
 def result_pairs(ns: dict[str, Any]) -> list[tuple[Any, ours.EvalResult]]:
-    rows = [("a", 1.0, True, 12, 30, None), ("b", 0.0, False, 7, 0, "boom"), ("c", 0.5, False, 3, 9, None)]
+    rows = [
+        ("a", 1.0, True, 12, 30, None),
+        ("b", 0.0, False, 7, 0, "boom"),
+        ("c", 0.5, False, 3, 9, None),
+    ]
     pairs = []
     for sample_id, value, passed, latency, tokens, error in rows:
         spec = ns["EvalResult"](
@@ -137,8 +144,8 @@ def result_pairs(ns: dict[str, Any]) -> list[tuple[Any, ours.EvalResult]]:
             latency_ms=latency, tokens=tokens, error=error,
         )  # fmt: skip
         mine = ours.EvalResult(
-            sample_id=sample_id, experiment_name="baseline", score=ours.Score(value=value, passed=passed),
-            latency_ms=latency, usage=TokenUsage(input_tokens=tokens), error=error,
+            sample_id=sample_id, experiment_name="baseline", latency_ms=latency, error=error,
+            score=ours.Score(value=value, passed=passed), usage=TokenUsage(input_tokens=tokens),
         )  # fmt: skip
         pairs.append((spec, mine))
     return pairs
@@ -148,7 +155,11 @@ def check_result(env: Env, ns: dict[str, Any]) -> None:
     del env
     for spec, mine in result_pairs(ns):
         readable_on(ns["EvalResult"], mine)
-        assert (mine.latency_ms, mine.tokens, mine.error) == (spec.latency_ms, spec.tokens, spec.error)
+        assert (mine.latency_ms, mine.tokens, mine.error) == (
+            spec.latency_ms,
+            spec.tokens,
+            spec.error,
+        )
         assert isinstance(mine.latency_ms, int)
 
 
@@ -183,7 +194,11 @@ class InProcessEventBus:
 
 def draft_usage(env: Env) -> dict[str, Any]:
     s.write_qa_jsonl(env.tmp / "tests" / "fixtures" / "qa.jsonl")
-    return {"Session": Session, "InProcessEventBus": InProcessEventBus, "QA_TEMPLATE": s.QA_TEMPLATE}
+    return {
+        "Session": Session,
+        "InProcessEventBus": InProcessEventBus,
+        "QA_TEMPLATE": s.QA_TEMPLATE,
+    }
 
 
 def check_draft_usage(env: Env, ns: dict[str, Any]) -> None:
@@ -192,38 +207,114 @@ def check_draft_usage(env: Env, ns: dict[str, Any]) -> None:
 
 
 DRAFT: tuple[Handling, ...] = (
-    Handling(f"{D}#1", "9dfc4510f800", "adapted", PEP695, setup=draft_names,
-             edits=(("class Sample[InputT, ExpectedT]:", "class Sample(Generic[InputT, ExpectedT]):"),),
-             check=check_sample),
-    Handling(f"{D}#2", "8180b1964679", "with context", "uses block 1's `Sample`", after=(1,), check=check_tuple_dataset),
-    Handling(f"{D}#3", "31ba74b832fe", "adapted", PEP695 + "; the body is the spec's `...`", setup=draft_names,
-             edits=(("def load_jsonl[I, E](", "def load_jsonl("),), check=check_load_jsonl),
-    Handling(f"{D}#4", "008fd0b2a37b", "with context", "the draft's `dataclass` import", setup=draft_names,
-             check=check_score),
-    Handling(f"{D}#5", "36cd9290f1c3", "with context", "uses block 4's `Score` and the file's TypeVars",
-             setup=draft_names, after=(4,), check=check_evaluator_alias),
-    Handling(f"{D}#6", "230229865e75", "adapted", PEP695 + "; uses blocks 4 and 5", setup=draft_names, after=(4, 5),
-             edits=(("def exact_match[T](output", "def exact_match(output"),), check=check_builtins),
-    Handling(f"{D}#7", "2b7635845249", "adapted",
-             "`PromptTemplate[JudgeOutput](...)` elides the template: this project's `JUDGE_TEMPLATE` "
-             "stands in; the draft's `adapter.evaluate(prompt)` without a session is not called "
-             "(DESIGN 4.1: `evaluate(prompt, *, session)`)",
-             setup=draft_names, after=(4, 5),
-             edits=(("PromptTemplate[JudgeOutput](...)", "STANDIN_JUDGE_TEMPLATE"),), check=check_judge_output),
-    Handling(f"{D}#8", "3a817d1e69ca", "with context", "uses block 4's `Score`", setup=draft_names, after=(4,),
-             check=check_result),
-    Handling(f"{D}#9", "7fc8998064be", "with context", "uses block 8's `EvalResult`", setup=draft_names, after=(8,),
-             check=check_report),
-    Handling(f"{D}#10", "51eece8ff6b3", "adapted", PEP695 + "; uses blocks 4, 5, 8 and 9", setup=draft_names,
-             after=(5, 9), edits=(("def run_eval[I, O, E](", "def run_eval("),), check=check_run_eval),
-    Handling(f"{D}#11", "46d834648819", "adapted",
-             "the draft's `MainLoop` kept its template and event bus in private attributes "
-             "(`self._template`, `self._bus`): the stand-in template is named instead, and the "
-             "session needs no bus; `Session` and `InProcessEventBus` are used without imports; "
-             "`tests/fixtures/qa.jsonl` holds two questions",
-             setup=draft_usage,
-             edits=(("Prompt(self._template)", "Prompt(QA_TEMPLATE)"), ("Session(bus=self._bus)", "Session()")),
-             check=check_draft_usage),
+    Handling(
+        f"{D}#1",
+        "9dfc4510f800",
+        "adapted",
+        PEP695,
+        setup=draft_names,
+        edits=(("class Sample[InputT, ExpectedT]:", "class Sample(Generic[InputT, ExpectedT]):"),),
+        check=check_sample,
+    ),
+    Handling(
+        f"{D}#2",
+        "8180b1964679",
+        "with context",
+        "uses block 1's `Sample`",
+        after=(1,),
+        check=check_tuple_dataset,
+    ),
+    Handling(
+        f"{D}#3",
+        "31ba74b832fe",
+        "adapted",
+        PEP695 + "; the body is the spec's `...`",
+        setup=draft_names,
+        edits=(("def load_jsonl[I, E](", "def load_jsonl("),),
+        check=check_load_jsonl,
+    ),
+    Handling(
+        f"{D}#4",
+        "008fd0b2a37b",
+        "with context",
+        "the draft's `dataclass` import",
+        setup=draft_names,
+        check=check_score,
+    ),
+    Handling(
+        f"{D}#5",
+        "36cd9290f1c3",
+        "with context",
+        "uses block 4's `Score` and the file's TypeVars",
+        setup=draft_names,
+        after=(4,),
+        check=check_evaluator_alias,
+    ),
+    Handling(
+        f"{D}#6",
+        "230229865e75",
+        "adapted",
+        PEP695 + "; uses blocks 4 and 5",
+        setup=draft_names,
+        after=(4, 5),
+        edits=(("def exact_match[T](output", "def exact_match(output"),),
+        check=check_builtins,
+    ),
+    Handling(
+        f"{D}#7",
+        "2b7635845249",
+        "adapted",
+        "`PromptTemplate[JudgeOutput](...)` elides the template: this project's `JUDGE_TEMPLATE` "
+        "stands in; the draft's `adapter.evaluate(prompt)` without a session is not called "
+        "(DESIGN 4.1: `evaluate(prompt, *, session)`)",
+        setup=draft_names,
+        after=(4, 5),
+        edits=(("PromptTemplate[JudgeOutput](...)", "STANDIN_JUDGE_TEMPLATE"),),
+        check=check_judge_output,
+    ),
+    Handling(
+        f"{D}#8",
+        "3a817d1e69ca",
+        "with context",
+        "uses block 4's `Score`",
+        setup=draft_names,
+        after=(4,),
+        check=check_result,
+    ),
+    Handling(
+        f"{D}#9",
+        "7fc8998064be",
+        "with context",
+        "uses block 8's `EvalResult`",
+        setup=draft_names,
+        after=(8,),
+        check=check_report,
+    ),
+    Handling(
+        f"{D}#10",
+        "51eece8ff6b3",
+        "adapted",
+        PEP695 + "; uses blocks 4, 5, 8 and 9",
+        setup=draft_names,
+        after=(5, 9),
+        edits=(("def run_eval[I, O, E](", "def run_eval("),),
+        check=check_run_eval,
+    ),
+    Handling(
+        f"{D}#11",
+        "46d834648819",
+        "adapted",
+        "the draft's `MainLoop` kept its template and event bus in private attributes "
+        "(`self._template`, `self._bus`): the stand-in template is named instead, and the "
+        "session needs no bus; `Session` and `InProcessEventBus` are used without imports; "
+        "`tests/fixtures/qa.jsonl` holds two questions",
+        setup=draft_usage,
+        edits=(
+            ("Prompt(self._template)", "Prompt(QA_TEMPLATE)"),
+            ("Session(bus=self._bus)", "Session()"),
+        ),
+        check=check_draft_usage,
+    ),
 )
 
 
@@ -237,7 +328,7 @@ MATH_ROWS = [
 ]
 
 
-class MathLoop(s.AgentLoop[dict[str, Any], str]):
+class MathLoop(AgentLoop[dict[str, Any], str]):
     """The stand-in math agent: one prompt per row; the model answers in `\\boxed{}`."""
 
     def create_prompt(self, request: dict[str, Any]) -> Prompt[str]:
@@ -259,7 +350,9 @@ def math_config() -> ours.EvalConfig:
 
 def second_design_modules(env: Env) -> None:
     """`evals` is this project's `weakincentives.evals`; outside modules are stand-ins."""
-    s.alias_modules(env, {"evals": "weakincentives.evals", "evals.analysis": "weakincentives.evals.analysis"})
+    s.alias_modules(
+        env, {"evals": "weakincentives.evals", "evals.analysis": "weakincentives.evals.analysis"}
+    )
     s.install_modules(
         env,
         {
@@ -296,7 +389,7 @@ def check_math_script(env: Env, ns: dict[str, Any]) -> None:
     report = ns["report"]
     assert report.total == 4 and report.summary["mean"] == 0.75
     assert report.config["experiment_name"] == "math_500_baseline"
-    assert (env.tmp / "outputs" / "evals" / "math_500_baseline").is_dir()
+    assert (env.tmp / "outputs" / "evals" / "math_500_baseline").is_file()  # a JSONL report
     assert "Score: 75.00%" in env.stdout()
     smaller = dataclasses.replace(ns["config"], max_samples=2)
     assert anyio.run(ours.evaluate, ns["load_dataset"](), smaller, ns["score_fn"]).total == 2
@@ -344,7 +437,9 @@ def rl_loop(env: Env) -> dict[str, Any]:
     second_design_modules(env)
     logged: list[tuple[str, float, int]] = []
 
-    async def generate_rollouts(samples: list[Any], endpoint: str, environment_factory: Any) -> list[Any]:
+    async def generate_rollouts(
+        samples: list[Any], endpoint: str, environment_factory: Any
+    ) -> list[Any]:
         del endpoint, environment_factory
         return [ours.Trajectory(output=sample.input["prompt"].upper()) for sample in samples]
 
@@ -366,12 +461,20 @@ def check_rl_loop(env: Env, ns: dict[str, Any]) -> None:
     del env
 
     def score_fn(trajectory: ours.Trajectory, sample: ours.Sample[Any, Any]) -> ours.Score:
-        upper = trajectory.output == str(sample.input["prompt"]).upper() and sample.ground_truth is None
-        return ours.Score(metrics=(ours.Metric("upper", float(upper), weight=1.0), ours.Metric("len", 1.0)))
+        upper = (
+            trajectory.output == str(sample.input["prompt"]).upper() and sample.ground_truth is None
+        )
+        return ours.Score(
+            metrics=(ours.Metric("upper", float(upper), weight=1.0), ours.Metric("len", 1.0))
+        )
 
     backend = TrainingBackend()
     history = anyio.run(
-        ns["run_rl_training"], backend, DataBuffer(["a", "b", "c", "d"]), score_fn, RLTrainingConfig()
+        ns["run_rl_training"],
+        backend,
+        DataBuffer(["a", "b", "c", "d"]),
+        score_fn,
+        RLTrainingConfig(),
     )
     assert [h["mean_reward"] for h in history] == [1.0, 1.0]
     assert backend.steps == [(2, [0.0, 0.0]), (2, [0.0, 0.0])]
@@ -380,7 +483,13 @@ def check_rl_loop(env: Env, ns: dict[str, Any]) -> None:
 
 def core_names(env: Env) -> dict[str, Any]:
     del env
-    return {"dataclass": dataclass, "field": field, "Any": Any, "Path": Path, "Trajectory": ours.Trajectory}
+    return {
+        "dataclass": dataclass,
+        "field": field,
+        "Any": Any,
+        "Path": Path,
+        "Trajectory": ours.Trajectory,
+    }
 
 
 def check_core_types(env: Env, ns: dict[str, Any]) -> None:
@@ -433,7 +542,9 @@ def check_signatures(env: Env, ns: dict[str, Any]) -> None:
 
     samples = [ours.Sample(id="a", input=None, expected="yes")]
     config = ours.EvalConfig(target=target)
-    report = anyio.run(lambda: ours.evaluate(samples, config, ours.exact_match, prepare_messages=prepare))
+    report = anyio.run(
+        lambda: ours.evaluate(samples, config, ours.exact_match, prepare_messages=prepare)
+    )
     assert report.pass_rate == 1.0 and seen == [[ChatMessage(role="user", content="Say yes")]]
 
 
@@ -462,39 +573,59 @@ def check_calculator(env: Env, ns: dict[str, Any]) -> None:
 
 ABSTRACTIONS: tuple[Handling, ...] = (
     Handling(
-        f"{A}#1", "5aa7e08e13e5", "with context",
+        f"{A}#1",
+        "5aa7e08e13e5",
+        "with context",
         "`evals` is `weakincentives.evals` (the second design's package name); `evals.loaders."
         "load_jsonl` reads raw rows; `configs.evals.math_base.config` is an `EvalConfig` whose "
         "target is a stand-in math agent; `data/math_500.jsonl` holds four rows (one with a "
         "wrong answer); `Trajectory`, `extract_boxed_answer`, `normalized_equal` are used "
         "without imports; the script runs as `__main__` without arguments",
-        setup=math_script, check=check_math_script,
+        setup=math_script,
+        check=check_math_script,
     ),
     Handling(
-        f"{A}#2", "6756d292107f", "with context",
+        f"{A}#2",
+        "6756d292107f",
+        "with context",
         "reads what block 1 saved under `outputs/evals/`; `evals.analysis` is "
         "`weakincentives.evals.analysis`",
-        after=(1,), check=check_analysis,
+        after=(1,),
+        check=check_analysis,
     ),
     Handling(
-        f"{A}#3", "01ea7edae1a5", "with context",
+        f"{A}#3",
+        "01ea7edae1a5",
+        "with context",
         "`rollouts.training` (DataBuffer, the trainer) and the rollout helpers are outside "
         "the project: stand-ins; `Callable` and `RLTrainingConfig` are used without imports; "
         "the check runs two training steps with a scorer written against our types",
-        setup=rl_loop, check=check_rl_loop,
+        setup=rl_loop,
+        check=check_rl_loop,
     ),
     Handling(
-        f"{A}#4", "1bbdf112e666", "with context",
+        f"{A}#4",
+        "1bbdf112e666",
+        "with context",
         "the file's imports (`dataclass`, `field`, `Any`, `Path`) and its `Trajectory`",
-        setup=core_names, check=check_core_types,
+        setup=core_names,
+        check=check_core_types,
     ),
     Handling(
-        f"{A}#5", "df8e06e5d62c", "with context", "the types it names are this project's",
-        setup=signature_names, check=check_signatures,
+        f"{A}#5",
+        "df8e06e5d62c",
+        "with context",
+        "the types it names are this project's",
+        setup=signature_names,
+        check=check_signatures,
     ),
     Handling(
-        f"{A}#6", "d0781bbdc4fd", "with context", "`runtime_checkable` and `Protocol` imports",
-        setup=protocol_names, check=check_environment_protocol,
+        f"{A}#6",
+        "d0781bbdc4fd",
+        "with context",
+        "`runtime_checkable` and `Protocol` imports",
+        setup=protocol_names,
+        check=check_environment_protocol,
     ),
     Handling(f"{A}#7", "1a639521ec6f", "as written", check=check_calculator),
 )
@@ -516,5 +647,11 @@ def check_jsonl_line(env: Env, ns: dict[str, Any]) -> None:
 
 
 EVALS: tuple[Handling, ...] = (
-    Handling(f"{E}#1", "0238016bb98c", "not python", "the JSONL format; the check loads it", check=check_jsonl_line),
+    Handling(
+        f"{E}#1",
+        "0238016bb98c",
+        "not python",
+        "the JSONL format; the check loads it",
+        check=check_jsonl_line,
+    ),
 )

@@ -317,69 +317,108 @@ def check_submitted(env: Env, ns: dict[str, Any]) -> None:
 GUIDE_EVALS: tuple[Handling, ...] = (
     Handling(f"{G}#1", "4d129fa92a51", "not python", "an ASCII drawing of the composition"),
     Handling(
-        f"{G}#2", "bc2ff16c6da8", "with context",
+        f"{G}#2",
+        "bc2ff16c6da8",
+        "with context",
         "`Path` is used without an import; `qa.jsonl` is the file the chapter describes",
-        setup=qa_jsonl, check=check_dataset_loaded(2),
+        setup=qa_jsonl,
+        check=check_dataset_loaded(2),
     ),
     Handling(f"{G}#3", "d639cb537a23", "as written", check=check_my_evaluator),
     Handling(
-        f"{G}#4", "020e56303774", "with context",
+        f"{G}#4",
+        "020e56303774",
+        "with context",
         "tagged `text` but Python; `my_custom_check` and `fuzzy_match` are the chapter's "
         "(`guide-evaluation-chapter.md#8`)",
-        setup=evaluator_helpers, check=check_builtins(last_passed=True),
+        setup=evaluator_helpers,
+        check=check_builtins(last_passed=True),
     ),
     Handling(
-        f"{G}#5", "f594ed7f652e", "with context",
+        f"{G}#5",
+        "f594ed7f652e",
+        "with context",
         "tagged `text` but Python; uses `contains` imported by block 4; `OpenAIAdapter` is "
         "a FunctionAdapter over the stand-in judge model",
-        after=(4,), check=check_judge_evaluator,
+        after=(4,),
+        check=check_judge_evaluator,
     ),
     Handling(
-        f"{G}#6", "3129370b179b", "with context", "uses `exact_match` imported by block 4",
-        after=(4,), check=check_session_evaluator("search"),
+        f"{G}#6",
+        "3129370b179b",
+        "with context",
+        "uses `exact_match` imported by block 4",
+        after=(4,),
+        check=check_session_evaluator("search"),
     ),
     Handling(f"{G}#7", "2c8f88b9f23c", "as written", check=check_session_evaluator("search")),
     Handling(
-        f"{G}#8", "c1469979786c", "with context", "`agent_loop` is the reader's AgentLoop (a stand-in)",
-        setup=agent_and_mailboxes, check=check_eval_loop,
+        f"{G}#8",
+        "c1469979786c",
+        "with context",
+        "`agent_loop` is the reader's AgentLoop (a stand-in)",
+        setup=agent_and_mailboxes,
+        check=check_eval_loop,
     ),
     Handling(
-        f"{G}#9", "0d7c95cb0160", "with context",
+        f"{G}#9",
+        "0d7c95cb0160",
+        "with context",
         "continues block 8; `dataset` is the reader's dataset (three stand-in questions)",
-        setup=agent_and_mailboxes, after=(8,), check=check_report_printed,
+        setup=agent_and_mailboxes,
+        after=(8,),
+        check=check_report_printed,
     ),
     Handling(
-        f"{G}#10", "3c446d9e4ea0", "with context", "`dataset` and `eval_requests` as in blocks 8 and 9",
-        setup=agent_and_mailboxes, check=check_submitted,
+        f"{G}#10",
+        "3c446d9e4ea0",
+        "with context",
+        "`dataset` and `eval_requests` as in blocks 8 and 9",
+        setup=agent_and_mailboxes,
+        check=check_submitted,
     ),
     Handling(
-        f"{G}#11", "576032e55470", "adapted", PRODUCTION_WHY + "; `EvalLoop` and `exact_match` as imported "
-        "by block 8",
+        f"{G}#11",
+        "576032e55470",
+        "adapted",
+        PRODUCTION_WHY + "; `EvalLoop` and `exact_match` as imported by block 8",
         setup=production,
         edits=production_edits("eval_loop.run()\n", "eval_loop.run(max_iterations=1)\n"),
         check=check_production,
     ),
     Handling(
-        f"{G}#12", "9af245d54086", "with context", "`agent_loop`, `exact_match` and `eval_requests` as in "
+        f"{G}#12",
+        "9af245d54086",
+        "with context",
+        "`agent_loop`, `exact_match` and `eval_requests` as in "
         "block 8; the check runs one sample and finds its bundle under ./eval_bundles/",
-        setup=bundles, check=check_bundles,
+        setup=bundles,
+        check=check_bundles,
     ),
     Handling(
-        f"{G}#13", "a2511502b3ca", "with context",
+        f"{G}#13",
+        "a2511502b3ca",
+        "with context",
         "`report` comes from a block-12 loop run on two stand-in samples",
-        setup=bundle_report, check=check_bundle_paths_printed,
+        setup=bundle_report,
+        check=check_bundle_paths_printed,
     ),
     Handling(
-        f"{G}#14", "98d99ca5ad90", "not python",
-        "shell commands; the check runs `wink query BUNDLE \"SELECT * FROM logs\"` on a real "
+        f"{G}#14",
+        "98d99ca5ad90",
+        "not python",
+        'shell commands; the check runs `wink query BUNDLE "SELECT * FROM logs"` on a real '
         "bundle and `wink debug --help` (the viewer itself is tested in tests/debug)",
         check=check_wink_commands,
     ),
     Handling(
-        f"{G}#15", "4fbca772511d", "with context",
+        f"{G}#15",
+        "4fbca772511d",
+        "with context",
         "`requests`, `client_responses`, `AnalysisRequest` and `process` are the chapter's "
         "(`guide-evaluation-chapter.md#26`)",
-        setup=reply_to, check=check_one_reply,
+        setup=reply_to,
+        check=check_one_reply,
     ),
 )
 
@@ -464,10 +503,13 @@ def redis_production(env: Env) -> dict[str, Any]:
     prod = RedisMailbox[Any, Any](name="agent-requests", client=client)
     prod.send("What is 2 + 2?")
     replies = s.mailbox(env, "eval-results")
-    resolver = CompositeResolver(registry={"eval-results": replies}, factory=InMemoryMailboxFactory())
+    resolver = CompositeResolver(
+        registry={"eval-results": replies}, factory=InMemoryMailboxFactory()
+    )
     evals = RedisMailbox[Any, Any](name="eval-requests", client=client, reply_resolver=resolver)
     evals.send(
-        s.EvalRequest(sample=s.qa_dataset(1).samples[0], experiment=BASELINE), reply_to="eval-results"
+        s.EvalRequest(sample=s.qa_dataset(1).samples[0], experiment=BASELINE),
+        reply_to="eval-results",
     )
     env.closers.append(lambda: stop_production(names["stop"]))  # closers run last first
     return {"STANDIN_REDIS": client, "STANDIN_LOOP": names["agent_loop"], "stop": names["stop"]}
@@ -593,7 +635,12 @@ def ab_testing(env: Env) -> dict[str, Any]:
         "dataset": s.qa_dataset(),
         **{
             name: s.mailbox(env, name.replace("_", "-"))
-            for name in ("baseline_requests", "variant_requests", "baseline_results", "variant_results")
+            for name in (
+                "baseline_requests",
+                "variant_requests",
+                "baseline_results",
+                "variant_results",
+            )
         },
     }
 
@@ -648,7 +695,11 @@ def report_names(env: Env) -> dict[str, Any]:
     results = s.mailbox(env, "results")
     for result in s.eval_results(s.qa_dataset(), fail="q3"):
         results.send(result)
-    return {"collect_results": collect_results, "results_mailbox": results, "dataset": s.qa_dataset()}
+    return {
+        "collect_results": collect_results,
+        "results_mailbox": results,
+        "dataset": s.qa_dataset(),
+    }
 
 
 def check_report_views(env: Env, ns: dict[str, Any]) -> None:
@@ -678,77 +729,129 @@ CHAPTER: tuple[Handling, ...] = (
     *(Handling(f"{C}#{n}", sha, "not python", "a Mermaid diagram") for n, sha in MERMAID.items()),
     Handling(f"{C}#2", "8e721a72d391", "as written", check=check_dataset_loaded(1)),
     Handling(
-        f"{C}#3", "508adc23473c", "with context",
+        f"{C}#3",
+        "508adc23473c",
+        "with context",
         "continues block 2 (`Dataset`); `qa.jsonl` holds the two rows its comment shows",
-        setup=qa_jsonl, after=(2,), check=check_dataset_loaded(2),
+        setup=qa_jsonl,
+        after=(2,),
+        check=check_dataset_loaded(2),
     ),
     Handling(f"{C}#5", "fd6b5d6e5b8f", "as written", check=check_score),
     Handling(
-        f"{C}#6", "79efc0429543", "with context", "uses `Score` imported by block 5",
-        after=(5,), check=check_my_evaluator,
+        f"{C}#6",
+        "79efc0429543",
+        "with context",
+        "uses `Score` imported by block 5",
+        after=(5,),
+        check=check_my_evaluator,
     ),
     Handling(
-        f"{C}#7", "572c95249616", "with context", "uses `Score` imported by block 5",
-        after=(5,), check=check_protocol,
+        f"{C}#7",
+        "572c95249616",
+        "with context",
+        "uses `Score` imported by block 5",
+        after=(5,),
+        check=check_protocol,
     ),
     Handling(
-        f"{C}#8", "af724a7ec830", "with context", "uses `Score` imported by block 5",
-        after=(5,), check=check_builtins(last_passed=False),
+        f"{C}#8",
+        "af724a7ec830",
+        "with context",
+        "uses `Score` imported by block 5",
+        after=(5,),
+        check=check_builtins(last_passed=False),
     ),
     Handling(
-        f"{C}#10", "01bb33ea5464", "as written",
+        f"{C}#10",
+        "01bb33ea5464",
+        "as written",
         "`OpenAIAdapter` is a FunctionAdapter over the stand-in judge model",
         check=check_judge_evaluator,
     ),
     Handling(
-        f"{C}#12", "451011b1f5cb", "with context", "uses `all_of` imported by block 8",
-        after=(8,), check=check_session_evaluator("search"),
+        f"{C}#12",
+        "451011b1f5cb",
+        "with context",
+        "uses `all_of` imported by block 8",
+        after=(8,),
+        check=check_session_evaluator("search"),
     ),
     Handling(f"{C}#13", "e5848a8ac832", "as written", check=check_session_evaluator("search")),
     Handling(
-        f"{C}#15", "03a3d843da22", "with context", "`Plan` is the reader's own slice type (a stand-in)",
-        setup=plan_slice, check=check_custom_session_check,
+        f"{C}#15",
+        "03a3d843da22",
+        "with context",
+        "`Plan` is the reader's own slice type (a stand-in)",
+        setup=plan_slice,
+        check=check_custom_session_check,
     ),
     Handling(
-        f"{C}#16", "6982e28744dd", "with context", "uses the session evaluators imported by block 12",
-        after=(12,), check=check_session_evaluator("research"),
+        f"{C}#16",
+        "6982e28744dd",
+        "with context",
+        "uses the session evaluators imported by block 12",
+        after=(12,),
+        check=check_session_evaluator("research"),
     ),
     Handling(
-        f"{C}#17", "0e26cfcacddc", "adapted", "`main_loop: MainLoop[Any, str] = ...` is the reader's "
+        f"{C}#17",
+        "0e26cfcacddc",
+        "adapted",
+        "`main_loop: MainLoop[Any, str] = ...` is the reader's "
         "MainLoop: the `...` becomes the stand-in agent",
         setup=loop_standin,
-        edits=(("main_loop: MainLoop[Any, str] = ...", "main_loop: MainLoop[Any, str] = STANDIN_LOOP"),),
+        edits=(
+            ("main_loop: MainLoop[Any, str] = ...", "main_loop: MainLoop[Any, str] = STANDIN_LOOP"),
+        ),
         check=check_loop_wraps,
     ),
     Handling(
-        f"{C}#18", "0fb561acd5e9", "adapted",
+        f"{C}#18",
+        "0fb561acd5e9",
+        "adapted",
         "continues block 17; `eval_dataset = ...` becomes one stand-in sample (`max_iterations"
-        "=1` is one receive, one sample); the block's new `InMemoryMailbox(name=\"eval-requests\")` "
+        '=1` is one receive, one sample); the block\'s new `InMemoryMailbox(name="eval-requests")` '
         "is block 17's loop's mailbox (with Redis, one name is one queue; in memory, two "
         "objects are two queues and the loop would never see the samples)",
-        setup=submit_standins, after=(17,),
+        setup=submit_standins,
+        after=(17,),
         edits=(
-            ("eval_dataset: Dataset[str, str] = ...", "eval_dataset: Dataset[str, str] = STANDIN_DATASET"),
-            ('eval_requests_mailbox: InMemoryMailbox[Any, Any] = InMemoryMailbox(name="eval-requests")',
-             "eval_requests_mailbox: InMemoryMailbox[Any, Any] = eval_requests"),
+            (
+                "eval_dataset: Dataset[str, str] = ...",
+                "eval_dataset: Dataset[str, str] = STANDIN_DATASET",
+            ),
+            (
+                "eval_requests_mailbox: InMemoryMailbox[Any, Any] = "
+                'InMemoryMailbox(name="eval-requests")',
+                "eval_requests_mailbox: InMemoryMailbox[Any, Any] = eval_requests",
+            ),
         ),
         check=check_report_printed,
     ),
     Handling(
-        f"{C}#20", "ff04d8752f7e", "with context",
+        f"{C}#20",
+        "ff04d8752f7e",
+        "with context",
         "`collect_results`, `results_mailbox` (three results, one failed) and `dataset` come "
         "from the blocks before; `report.failed_samples` is read both as a count and as a "
         "method (see the contradictions)",
-        setup=report_names, check=check_report_views,
+        setup=report_names,
+        check=check_report_views,
     ),
     Handling(
-        f"{C}#22", "2a176be00cac", "adapted",
+        f"{C}#22",
+        "2a176be00cac",
+        "adapted",
         PRODUCTION_WHY + "; `prod_redis_client = ...` is a client of the suite's redis-server, "
         "`prod_main_loop = ...` the stand-in agent",
         setup=redis_production,
         edits=(
             ("prod_redis_client: Any = ...", "prod_redis_client: Any = STANDIN_REDIS"),
-            ("prod_main_loop: MainLoop[Any, str] = ...", "prod_main_loop: MainLoop[Any, str] = STANDIN_LOOP"),
+            (
+                "prod_main_loop: MainLoop[Any, str] = ...",
+                "prod_main_loop: MainLoop[Any, str] = STANDIN_LOOP",
+            ),
             *production_edits(
                 "prod_eval_loop.run()  # Blocks", "prod_eval_loop.run(max_iterations=1)  # Blocks"
             ),
@@ -756,74 +859,120 @@ CHAPTER: tuple[Handling, ...] = (
         check=check_redis_production,
     ),
     Handling(
-        f"{C}#24", "46e38bd7a246", "with context",
+        f"{C}#24",
+        "46e38bd7a246",
+        "with context",
         "the canary worker runs in the background (an EvalLoop thread); `canary_results` and "
         "`canary_eval_results` name one mailbox (the block sends to one, collects from the other)",
-        setup=chapter_canary, check=check_promoted,
+        setup=chapter_canary,
+        check=check_promoted,
     ),
     Handling(f"{C}#26", "413c736d943d", "as written", check=check_one_reply),
     Handling(
-        f"{C}#28", "c34d2c1245c1", "adapted", "`redis_client = ...` is a client of the suite's redis-server",
-        setup=redis_client, edits=(("redis_client: Any = ...", "redis_client: Any = STANDIN_REDIS"),),
+        f"{C}#28",
+        "c34d2c1245c1",
+        "adapted",
+        "`redis_client = ...` is a client of the suite's redis-server",
+        setup=redis_client,
+        edits=(("redis_client: Any = ...", "redis_client: Any = STANDIN_REDIS"),),
         check=check_redis_collection,
     ),
     Handling(
-        f"{C}#29", "f93284a0428d", "with context",
+        f"{C}#29",
+        "f93284a0428d",
+        "with context",
         "`requests` holds one request with a reply mailbox, `fix` is the worker's result",
-        setup=multiple_replies, check=check_three_replies,
+        setup=multiple_replies,
+        check=check_three_replies,
     ),
     Handling(
-        f"{C}#31", "2c3af4b7acf5", "with context", "`exact_match`, `llm_judge` and a judge `adapter` from before",
-        setup=practice_names, check=check_practice_judge,
+        f"{C}#31",
+        "2c3af4b7acf5",
+        "with context",
+        "`exact_match`, `llm_judge` and a judge `adapter` from before",
+        setup=practice_names,
+        check=check_practice_judge,
     ),
     Handling(
-        f"{C}#32", "0bcb971a0310", "with context", "evaluators imported by the blocks before",
-        setup=practice_names, check=check_session_evaluator("research"),
+        f"{C}#32",
+        "0bcb971a0310",
+        "with context",
+        "evaluators imported by the blocks before",
+        setup=practice_names,
+        check=check_session_evaluator("research"),
     ),
     Handling(
-        f"{C}#33", "49f225579395", "with context", "evaluators imported by the blocks before",
-        setup=practice_names, check=check_call_limit,
+        f"{C}#33",
+        "49f225579395",
+        "with context",
+        "evaluators imported by the blocks before",
+        setup=practice_names,
+        check=check_call_limit,
     ),
     Handling(
-        f"{C}#34", "ce55cdab8ccf", "with context", "two stand-in reports and the reader's `RollbackError`",
+        f"{C}#34",
+        "ce55cdab8ccf",
+        "with context",
+        "two stand-in reports and the reader's `RollbackError`",
         setup=two_reports,
     ),
     Handling(
-        f"{C}#35", "d1b72b8aab89", "with context", "`logging` import, a stand-in `report` and version",
+        f"{C}#35",
+        "d1b72b8aab89",
+        "with context",
+        "`logging` import, a stand-in `report` and version",
         setup=logging_names,
     ),
     Handling(
-        f"{C}#36", "7b2a9056c947", "with context", "`uuid4`, `RedisMailbox` and a real `redis_client`",
+        f"{C}#36",
+        "7b2a9056c947",
+        "with context",
+        "`uuid4`, `RedisMailbox` and a real `redis_client`",
         setup=redis_run_mailbox,
     ),
     Handling(
-        f"{C}#37", "a5f1a8392a0d", "with context", "`report` with one failed sample (q2)",
-        setup=failing_report, check=check_triage,
+        f"{C}#37",
+        "a5f1a8392a0d",
+        "with context",
+        "`report` with one failed sample (q2)",
+        setup=failing_report,
+        check=check_triage,
     ),
     Handling(
-        f"{C}#38", "aa3a252586f0", "with context",
+        f"{C}#38",
+        "aa3a252586f0",
+        "with context",
         "the names of the blocks before, `regression.jsonl`, an EvalLoop on `eval_requests`, "
         "the reader's `RegressionError`; the check calls the function",
-        setup=regression, check=check_regression_runs,
+        setup=regression,
+        check=check_regression_runs,
     ),
     Handling(
-        f"{C}#39", "81b8ada3846d", "adapted",
+        f"{C}#39",
+        "81b8ada3846d",
+        "adapted",
         "the block builds both EvalLoops but never runs them, so its `collect_results` would "
         "wait for results that never come: each loop runs until drained before collecting; "
         "`adapter_v1` is an off-by-one release, `adapter_v2` a correct one",
         setup=ab_testing,
-        edits=((
-            "baseline_report = collect_results(",
-            "baseline_eval.run(until_drained=True, wait_time_seconds=0)\n"
-            "variant_eval.run(until_drained=True, wait_time_seconds=0)\n"
-            "baseline_report = collect_results(",
-        ),),
+        edits=(
+            (
+                "baseline_report = collect_results(",
+                "baseline_eval.run(until_drained=True, wait_time_seconds=0)\n"
+                "variant_eval.run(until_drained=True, wait_time_seconds=0)\n"
+                "baseline_report = collect_results(",
+            ),
+        ),
         check=check_variant_wins,
     ),
     Handling(
-        f"{C}#40", "1f94d0665665", "adapted",
+        f"{C}#40",
+        "1f94d0665665",
+        "adapted",
         "the block `return`s at top level (a function body): it runs as one; the eval worker "
         "runs in the background",
-        setup=progressive, as_function=True, check=check_progressive,
+        setup=progressive,
+        as_function=True,
+        check=check_progressive,
     ),
 )

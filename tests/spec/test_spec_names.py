@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from tests.helpers import ScriptedModel
+from weakincentives import serde
 from weakincentives.adapters import (
     CacheableAdapter,
     FunctionAdapter,
@@ -23,7 +24,6 @@ from weakincentives.adapters import (
 from weakincentives.clock import FakeClock
 from weakincentives.debug import DebugBundle, DebugBundleConfig, bundle_recorder
 from weakincentives.errors import ConfigurationError
-from weakincentives import serde
 from weakincentives.evals import (
     BASELINE,
     EvalConfig,
@@ -32,12 +32,12 @@ from weakincentives.evals import (
     JudgeOutput,
     JudgeRating,
     Sample,
+    Score,
     all_of,
     any_of,
     contains,
     evaluate,
     exact_match,
-    Score,
     is_session_aware,
     run_eval,
     tool_not_called,
@@ -308,7 +308,10 @@ def test_prepare_messages_is_what_the_target_receives() -> None:
     seen: list[Any] = []
 
     def prepare(sample: Sample[Any, Any]) -> list[ChatMessage]:
-        return [ChatMessage(role="system", content="Shout."), ChatMessage(role="user", content=sample.input)]
+        return [
+            ChatMessage(role="system", content="Shout."),
+            ChatMessage(role="user", content=sample.input),
+        ]
 
     def target(messages: list[ChatMessage]) -> str:
         seen.append(messages)

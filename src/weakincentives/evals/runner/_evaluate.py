@@ -282,6 +282,7 @@ class EvaluateOptions(TypedDict, total=False):
     max_concurrent: int
     timeout: float | None
     max_samples: int | None
+    prepare_messages: PrepareMessages | None
     budget: Budget | None
     store: RunStore | str | Path | None
     run_id: str | None
