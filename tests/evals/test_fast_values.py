@@ -44,7 +44,7 @@ def test_build_result_takes_exactly_the_fields_of_eval_result_with_their_default
 
 def test_build_result_makes_what_the_constructor_makes() -> None:
     values: dict[str, Any] = {
-        "sample_id": "s1", "experiment_name": "exp", "latency_ms": 1.5, "error": "E: x",
+        "sample_id": "s1", "experiment_name": "exp", "latency_ms": 2, "error": "E: x",
         "score": Score(value=0.5, passed=False, reason="r", metrics=(Metric("m", 1.0),)),
         "bundle_path": Path("b.zip"), "error_kind": "agent", "epoch": 2, "request_id": "id",
         "run_id": "run", "usage": TokenUsage(1, 2, 3), "metadata": {"k": "v"},
