@@ -60,8 +60,9 @@ CONTRADICTIONS: tuple[Contradiction, ...] = (
         "what an error does to the rates, and the error text",
         "DESIGN.md wins: `pass_rate = passed / total`, errors count as not passed, "
         "`error_rate` beside it. A result's `error` is the exception's message as the draft's "
-        "`str(e)` and EVALS.md show it; the exception's type is in `error_type` and the "
-        "stage in `error_kind`.",
+        "`str(e)` and EVALS.md show it (the type name when there is no message); the stage "
+        "is `error_kind`; the exception's type and traceback go to the log and the debug "
+        "bundle.",
     ),
     Contradiction(
         "EVALS-mainloop-draft.md#7 (`JudgeOutput(score, passed, reason)`, "
@@ -86,6 +87,13 @@ CONTRADICTIONS: tuple[Contradiction, ...] = (
         "of `expected`; a trajectory scorer receives the `Trajectory`, and the result keeps "
         "its parts (`output`, `messages`, `tool_calls`, `usage`) rather than the object; "
         "`EvalConfig` carries the target and the run options.",
+    ),
+    Contradiction(
+        "guide-evaluation-chapter.md's class diagram (`EvalResult.session_id`) vs EVALS.md's "
+        "EvalResult table (no session id)",
+        "whether a result names its session",
+        "EVALS.md wins: no `session_id` on the result; a debug bundle's manifest records the "
+        "session id (`bundle.manifest.ids.session_id`).",
     ),
     Contradiction(
         "EVALS.md ('Visibility timeout ensures exactly-once', 'Sequential execution', "
@@ -157,7 +165,19 @@ ALIASES: tuple[Alias, ...] = (
     ),
     Alias(
         "`report.config['experiment_name']`",
-        "`report.experiment_names`",
+        "the same, recorded when the run has one experiment (`report.experiment_names` for all)",
+        "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`evaluate(samples, config, score_fn, prepare_messages, environment_factory)`",
+        "`evaluate(dataset, target_or_config, evaluator, prepare_messages, *, "
+        "environment_factory=...)`: the same order; the first three keywords are named "
+        "differently",
+        "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`EvalResult.trajectory`",
+        "none: a trajectory scorer gets the `Trajectory`; the result keeps its parts",
         "evaluation-abstractions.md",
     ),
 )

@@ -64,8 +64,10 @@ def test_the_count_of_blocks_run_is_the_count_in_the_documents() -> None:
         if block.is_python
     )
     handled_python = [h for h in HANDLINGS if h.kind != "not python"]
-    print(f"spec Python blocks: {in_documents} in the documents, {len(handled_python)} run")
-    assert len(PYTHON) == len(handled_python) == in_documents == 60
+    counts = f"spec Python blocks: {in_documents} in the documents, {len(handled_python)} run"
+    print(counts)
+    assert len(PYTHON) == len(handled_python) == in_documents, counts
+    assert in_documents >= 60, counts  # the spec as of this suite: 60 Python blocks
 
 
 def test_adaptations_document_is_up_to_date() -> None:
