@@ -22,6 +22,7 @@ from weakincentives.adapters import (
     ProviderAdapter,
 )
 from weakincentives.clock import FakeClock
+from weakincentives.contrib.mailbox import MailboxCodec
 from weakincentives.debug import DebugBundle, DebugBundleConfig, bundle_recorder
 from weakincentives.errors import ConfigurationError
 from weakincentives.evals import (
@@ -29,10 +30,14 @@ from weakincentives.evals import (
     EvalConfig,
     EvalLoop,
     EvalRequest,
+    EvalResult,
+    Evaluator,
     JudgeOutput,
     JudgeRating,
     Sample,
     Score,
+    SessionEvaluator,
+    TrajectoryScorer,
     all_of,
     any_of,
     contains,
@@ -46,6 +51,7 @@ from weakincentives.evals._records import build_result
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, AgentLoopRequest, AgentLoopResult, InMemoryMailbox
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy
+from weakincentives.runtime.mailbox import Mailbox, MailboxFactory, MailboxResolver
 from weakincentives.runtime.session import ChatMessage, Session, SessionView, TokenUsage
 
 # -- adapters: ProviderAdapter[JudgeOutput] --------------------------------------------------
@@ -321,3 +327,28 @@ def test_prepare_messages_is_what_the_target_receives() -> None:
     assert report.pass_rate == 1.0
     assert [m[-1].content for m in seen] == ["x0", "x1"]
     assert all(isinstance(m, list) and m[0].content == "Shout." for m in seen)
+
+
+# -- every protocol that carries a type is subscriptable ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("protocol", "args"),
+    [
+        (ProviderAdapter, (JudgeOutput,)),
+        (CacheableAdapter, (str,)),
+        (Evaluator, (str, str)),
+        (SessionEvaluator, (str, str)),
+        (TrajectoryScorer, (dict, str)),
+        (Mailbox, (EvalRequest, EvalResult)),
+        (MailboxFactory, (str,)),
+        (MailboxResolver, (str,)),
+        (MailboxCodec, (str,)),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+def test_protocols_with_a_type_parameter_are_subscriptable(
+    protocol: Any, args: tuple[Any, ...]
+) -> None:
+    alias = protocol[args if len(args) > 1 else args[0]]
+    assert alias.__origin__ is protocol and alias.__args__ == args
