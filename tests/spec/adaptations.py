@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.spec.blocks import Handling
-from tests.spec.table_designs import ABSTRACTIONS, DRAFT, EVALS
-from tests.spec.table_guides import CHAPTER, GUIDE_EVALS
+from tests.spec.table_abstractions import ABSTRACTIONS
+from tests.spec.table_chapter import CHAPTER
+from tests.spec.table_draft import DRAFT, EVALS
+from tests.spec.table_guide_evals import GUIDE_EVALS
 
 HANDLINGS: tuple[Handling, ...] = (*DRAFT, *EVALS, *ABSTRACTIONS, *GUIDE_EVALS, *CHAPTER)
 """One entry per fenced block of the spec."""
