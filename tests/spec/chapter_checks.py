@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
+import pytest
+
 from tests.spec import standins as s
-from tests.spec.blocks import Env
+from tests.spec.blocks import Env, all_blocks
 from tests.spec.guide_checks import (
     EVAL_NAMES,
     check_judge_evaluator,
@@ -23,6 +26,8 @@ from weakincentives.evals import (
     exact_match,
 )
 from weakincentives.runtime.session import SessionView
+
+C = "guide-evaluation-chapter.md"
 
 # -- guide-evaluation-chapter.md ------------------------------------------------------------
 
@@ -163,10 +168,46 @@ def two_reports(env: Env) -> dict[str, Any]:
     return {"canary_report": report, "baseline_report": report, "RollbackError": RollbackError}
 
 
-def logging_names(env: Env) -> dict[str, Any]:
-    import logging
+def check_rollback(env: Env, ns: dict[str, Any]) -> None:
+    """The block promoted nothing; with a degraded canary the same code raises."""
+    block = next(b for b in all_blocks() if b.key == f"{C}#34")
+    degraded = dict(ns, canary_report=report_of(env, fail="q1"))
+    with pytest.raises(ns["RollbackError"], match="Canary performance degraded"):
+        exec(block.code, degraded)
 
-    return {"logging": logging, "report": report_of(env), "deployment_version": "1.3.0"}
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def logging_names(env: Env) -> dict[str, Any]:
+    handler, root = _Records(), logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+    def restore() -> None:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+    env.closers.append(restore)
+    return {
+        "logging": logging,
+        "report": report_of(env),
+        "deployment_version": "1.3.0",
+        "records": handler.records,
+    }
+
+
+def check_logged(env: Env, ns: dict[str, Any]) -> None:
+    del env
+    [record] = [r for r in ns["records"] if r.getMessage() == "Eval run complete"]
+    assert record.__dict__["pass_rate"] == 1.0 and record.__dict__["version"] == "1.3.0"
 
 
 def redis_run_mailbox(env: Env) -> dict[str, Any]:
@@ -179,6 +220,12 @@ def redis_run_mailbox(env: Env) -> dict[str, Any]:
         "RedisMailbox": RedisMailbox,
         "redis_client": redis_client(env)["STANDIN_REDIS"],
     }
+
+
+def check_run_mailbox(env: Env, ns: dict[str, Any]) -> None:
+    del env
+    assert ns["run_id"].startswith("eval-run-") and ns["results_mailbox"].name == ns["run_id"]
+    assert ns["results_mailbox"].approximate_count() == 0
 
 
 def failing_report(env: Env) -> dict[str, Any]:

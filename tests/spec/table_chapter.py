@@ -8,6 +8,7 @@ from tests.spec.chapter_checks import (
     ab_testing,
     chapter_canary,
     check_custom_session_check,
+    check_logged,
     check_loop_wraps,
     check_practice_judge,
     check_progressive,
@@ -17,6 +18,8 @@ from tests.spec.chapter_checks import (
     check_redis_production,
     check_regression_runs,
     check_report_views,
+    check_rollback,
+    check_run_mailbox,
     check_score,
     check_three_replies,
     check_triage,
@@ -240,8 +243,10 @@ CHAPTER: tuple[Handling, ...] = (
         f"{C}#34",
         "ce55cdab8ccf",
         "with context",
-        "two stand-in reports and the reader's `RollbackError`",
+        "two stand-in reports and the reader's `RollbackError`; the check runs the block "
+        "again with a degraded canary",
         setup=two_reports,
+        check=check_rollback,
     ),
     Handling(
         f"{C}#35",
@@ -249,6 +254,7 @@ CHAPTER: tuple[Handling, ...] = (
         "with context",
         "`logging` import, a stand-in `report` and version",
         setup=logging_names,
+        check=check_logged,
     ),
     Handling(
         f"{C}#36",
@@ -256,6 +262,7 @@ CHAPTER: tuple[Handling, ...] = (
         "with context",
         "`uuid4`, `RedisMailbox` and a real `redis_client`",
         setup=redis_run_mailbox,
+        check=check_run_mailbox,
     ),
     Handling(
         f"{C}#37",
