@@ -380,7 +380,7 @@ def epoch_results() -> list[EvalResult]:
                 ok = (i + epoch) % every != 0
                 out.append(
                     EvalResult(sample_id=f"s{i}", experiment_name=experiment, epoch=epoch,
-                               latency_ms=1.0, score=Score(value=float(ok), passed=ok))
+                               latency_ms=1, score=Score(value=float(ok), passed=ok))
                 )  # fmt: skip
     return out
 

@@ -51,6 +51,7 @@ __all__ = [
     "judge_reply",
     "mailbox",
     "off_by_one_model",
+    "positional",
     "qa_dataset",
     "qa_loop",
     "read_rows",
@@ -277,6 +278,14 @@ def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         for line in f:
             if line.strip():
                 yield json.loads(line)
+
+
+def positional(fn: Callable[..., Any]) -> list[str]:
+    """Names of `fn`'s positional parameters (keyword-only options left out)."""
+    import inspect
+
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
 
 
 @dataclass(frozen=True)

@@ -216,9 +216,9 @@ def check_core_types(env: Env, ns: dict[str, Any]) -> None:
     assert ours.Sample(id="2", input={}).ground_truth is None
     result = ours.EvalResult(
         sample_id="1", experiment_name="x", score=ours.Score(metrics=mine_metrics), latency_ms=3,
-        sample=sample,
+        input=sample.input, expected=sample.expected, metadata=sample.metadata,
     )  # fmt: skip
-    assert result.sample is sample
+    assert result.sample == sample  # read back from what the result records
     spec_result_fields = {f.name for f in dataclasses.fields(ns["EvalResult"])}
     missing = sorted(n for n in spec_result_fields - {"trajectory"} if not hasattr(result, n))
     assert not missing, missing  # `trajectory`: see the contradictions

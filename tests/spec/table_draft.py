@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import weakincentives.evals as ours
 from tests.spec import standins as s
 from tests.spec.blocks import Env, Handling
+from tests.spec.standins import positional
 from weakincentives import MainLoop, Prompt, PromptTemplate
 from weakincentives.adapters import ProviderAdapter
 from weakincentives.runtime.session import Session, TokenUsage
@@ -96,7 +97,7 @@ def check_evaluator_alias(env: Env, ns: dict[str, Any]) -> None:
     del env
     assert ns["Evaluator"][str, str] is not None  # the draft writes `Evaluator[O, E]`
     assert ours.Evaluator[str, str] is not None  # so does ours
-    assert list(inspect.signature(ours.exact_match).parameters) == ["output", "expected"]
+    assert positional(ours.exact_match) == ["output", "expected"]
 
 
 PROBES = [("4", "4"), ("4", "5"), ("The answer is 42.", "42"), ("", ""), ("x", "X")]

@@ -352,3 +352,10 @@ def test_protocols_with_a_type_parameter_are_subscriptable(
 ) -> None:
     alias = protocol[args if len(args) > 1 else args[0]]
     assert alias.__origin__ is protocol and alias.__args__ == args
+
+
+def test_a_result_reads_back_its_sample() -> None:
+    sample = Sample(id="a", input="hi", ground_truth="HI", metadata={"level": 1})
+    [result] = run_eval([sample], str.upper, exact_match).results
+    assert result.sample == sample
+    assert result.sample.ground_truth == "HI"
