@@ -359,3 +359,13 @@ def test_a_result_reads_back_its_sample() -> None:
     [result] = run_eval([sample], str.upper, exact_match).results
     assert result.sample == sample
     assert result.sample.ground_truth == "HI"
+
+
+def test_an_older_record_with_a_fractional_latency_still_reads() -> None:
+    line = (
+        b'{"sample_id":"a","experiment_name":"x","score":{"value":1.0,"passed":true},'
+        b'"latency_ms":12.6}'
+    )
+    result = serde.loads(EvalResult, line)
+    assert result.latency_ms == 13 and type(result.latency_ms) is int
+    assert serde.loads(EvalResult, serde.dumps(result)) == result

@@ -378,8 +378,9 @@ class EvalResult:
     """Experiment the sample ran under."""
     score: Score
     """The score (for errors: value 0, not passed, reason = the error)."""
-    latency_ms: int
-    """Time to run the agent on the sample, in whole milliseconds (EVALS.md: `int`)."""
+    latency_ms: serde.WholeNumber
+    """Time to run the agent on the sample, in whole milliseconds (EVALS.md: `int`; a
+    fractional value from an older record is rounded when read)."""
     error: str | None = None
     """Error message when the sample could not be scored."""
     bundle_path: Path | None = None
