@@ -389,8 +389,10 @@ def _structured(session: Session) -> bool:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """The message of what ended a sample, as EVALS.md shows it (`error_message`), with
-    `sys.exit(code)` said as such."""
+    """The message of what ended a sample, as EVALS.md shows it (`error_message`).
+
+    `sys.exit(code)` is said as such.
+    """
     if isinstance(exc, SystemExit):
         return f"SystemExit: the code under test called sys.exit({exc.code!r})"
     return error_message(exc)
