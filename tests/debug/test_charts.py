@@ -426,7 +426,7 @@ def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
 
 def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
     results = tuple(
-        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1.0,
+        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1,
                    score=Score(value=1.0, passed=True), metadata={"user": f"u{i:02d}"})
         for i in range(40)
         for j in range(1 + (i < 5))  # u00-u04 have two results each
