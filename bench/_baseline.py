@@ -42,7 +42,7 @@ def result_line(sample: Sample[Any, Any], output: Any, latency_ms: float, run_id
         "experiment_name": "baseline",
         "score": {"value": 1.0 if passed else 0.0, "passed": passed, "reason": reason,
                   "metrics": []},
-        "latency_ms": latency_ms,
+        "latency_ms": round(latency_ms),
         "error": None,
         "bundle_path": None,
         "error_kind": None,

@@ -71,7 +71,7 @@ def _template() -> dict[str, Any]:
         score=Score.from_metrics(
             [Metric("correct", 1.0, weight=1.0), Metric("turns", 3.0)], reason="exact match"
         ),
-        latency_ms=120.0,
+        latency_ms=120,
         request_id="00000000-0000-0000-0000-000000000000",
         run_id="bench",
         usage=TokenUsage(input_tokens=900, output_tokens=120),

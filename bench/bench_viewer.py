@@ -84,7 +84,7 @@ def synthetic_result(i: int, experiment: str) -> EvalResult:
             reason=f"expected {i}, got {i if ok else i + 1}",
             metrics=(Metric("correct", 1.0 if ok else 0.0, weight=1.0),),
         ),
-        latency_ms=float(50 + (i * 37) % 1000),
+        latency_ms=(50 + (i * 37) % 1000),
         error=error,
         error_kind="timeout" if error else None,
         usage=TokenUsage(input_tokens=100 + i % 50, output_tokens=20 + i % 30),

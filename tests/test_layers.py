@@ -244,6 +244,7 @@ EVALS_PARTS: dict[str, frozenset[str]] = {
     "report": frozenset({"_records", "stats", "store"}),
     "runner": frozenset({"_records", "stats", "dataset", "scoring", "store", "report"}),
     "loop": frozenset({"_records", "stats", "dataset", "scoring", "store", "report", "runner"}),
+    "analysis": frozenset({"report"}),  # the public `evals.analysis` path: re-exports only
 }
 """Part of `weakincentives.evals` -> the other parts it may import (its package docstring)."""
 

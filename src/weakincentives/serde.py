@@ -22,7 +22,7 @@ import functools
 import math
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast, overload
+from typing import Annotated, Any, TypeVar, cast, overload
 
 import pydantic
 import pydantic_core
@@ -31,6 +31,7 @@ from pydantic_core import core_schema
 from weakincentives.errors import SerdeError
 
 __all__ = [
+    "WholeNumber",
     "dump",
     "dumps",
     "dumps_for",
@@ -42,6 +43,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def _whole(value: Any) -> Any:
+    if type(value) is float and math.isfinite(value):
+        return round(value)
+    return value
+
+
+WholeNumber = Annotated[int, pydantic.BeforeValidator(_whole)]
+"""An `int` field that also reads a float, rounded (for values older records wrote as
+floats, such as `EvalResult.latency_ms`)."""
 
 
 @functools.lru_cache(maxsize=512)

@@ -69,7 +69,7 @@ def test_text_answer_records_rendered_and_executed_events() -> None:
     response = adapter.evaluate(_prompt(tools=False), session=session)
 
     assert response.text == "forty-two"
-    assert response.output is None
+    assert response.output == "forty-two"  # a text prompt's output is its text
     assert response.model == "fn"
     assert response.model_requests == 1
     assert response.tool_calls == 0

@@ -158,7 +158,7 @@ def test_plain_text_answer(server: FakeOpenAIServer, make_adapter: AdapterFactor
     response = make_adapter().evaluate(ask("How warm is Paris?"), session=session)
 
     assert response.text == "About 21C."
-    assert response.output is None
+    assert response.output == response.text  # a text prompt's output is its text
     assert response.model == "fake-model"
     assert response.model_requests == 1
     executed = session[PromptExecuted].latest()

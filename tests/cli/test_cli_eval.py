@@ -509,11 +509,11 @@ def test_progress_bar_shows_counts_pass_rate_and_errors() -> None:
     bar.start(3, done=1)
     bar.advance(
         EvalResult(
-            sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True), latency_ms=1.0
+            sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True), latency_ms=1
         )
     )
     bar.advance(EvalResult(sample_id="b", experiment_name="x", score=Score(value=0.0, passed=False),
-                           latency_ms=1.0, error="boom", error_kind="agent"))  # fmt: skip
+                           latency_ms=1, error="boom", error_kind="agent"))  # fmt: skip
     bar.finish()
     text = out.getvalue()
     assert "3/3" in text
@@ -528,9 +528,9 @@ def test_progress_is_a_line_every_few_seconds_when_not_a_terminal() -> None:
     out, clock = io.StringIO(), FakeClock()
     lines = LineProgress(Console(file=out, force_terminal=False), interval=10.0, clock=clock)
     ok = EvalResult(sample_id="a", experiment_name="x", score=Score(value=1.0, passed=True),
-                    latency_ms=1.0)  # fmt: skip
+                    latency_ms=1)  # fmt: skip
     bad = EvalResult(sample_id="b", experiment_name="x", score=Score(value=0.0, passed=False),
-                     latency_ms=1.0, error="boom", error_kind="agent")  # fmt: skip
+                     latency_ms=1, error="boom", error_kind="agent")  # fmt: skip
     lines.start(4, done=1)
     lines.advance(ok)
     assert out.getvalue() == ""  # less than an interval: quiet

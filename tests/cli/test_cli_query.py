@@ -32,7 +32,7 @@ def result(sample_id: str, experiment: str, *, passed: bool, reason: str = "") -
         sample_id=sample_id,
         experiment_name=experiment,
         score=Score(value=1.0 if passed else 0.0, passed=passed, reason=reason),
-        latency_ms=10.0,
+        latency_ms=10,
         usage=TokenUsage(input_tokens=10, output_tokens=2),
         metadata={"topic": "math"},
     )

@@ -58,7 +58,7 @@ def result_for(request: EvalRequest[Any, Any], **changes: Any) -> EvalResult:
         sample_id=request.sample.id,
         experiment_name=request.experiment.name,
         score=Score(value=1.0, passed=True),
-        latency_ms=1.0,
+        latency_ms=1,
         epoch=request.epoch,
         request_id=str(request.request_id),
         run_id=request.run_id,

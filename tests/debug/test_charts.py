@@ -128,7 +128,7 @@ def test_estimate_gives_the_interval_summarize_gives() -> None:
     rate = stats.wilson_interval(3, 4)
     assert estimate(once, ["a", "b", "c", "d"]) == (rate.rate, rate.low, rate.high)
     results = [
-        EvalResult(sample_id=s, experiment_name="x", epoch=e, latency_ms=1.0,
+        EvalResult(sample_id=s, experiment_name="x", epoch=e, latency_ms=1,
                    score=Score(value=float(ok), passed=ok))
         for s, e, ok in [("a", 0, True), ("a", 1, False), ("b", 0, True), ("b", 1, True),
                          ("c", 0, False), ("c", 1, False)]
@@ -162,7 +162,7 @@ def epoch_results() -> list[EvalResult]:
                 ok = (i + epoch) % rate != 0
                 out.append(
                     EvalResult(sample_id=f"s{i}", experiment_name=experiment, epoch=epoch,
-                               latency_ms=1.0, score=Score(value=float(ok), passed=ok))
+                               latency_ms=1, score=Score(value=float(ok), passed=ok))
                 )  # fmt: skip
     return out
 
@@ -232,7 +232,7 @@ def test_report_of_ten_thousand_results_stays_under_two_megabytes() -> None:
     results = [
         EvalResult(
             sample_id=f"sample-with-a-long-identifier-{i:06d}", experiment_name=f"exp{i % 4}",
-            latency_ms=float(i % 997), score=Score(value=0.0, passed=i % 3 == 0,
+            latency_ms=i % 997, score=Score(value=0.0, passed=i % 3 == 0,
             reason=f"case {i}: " + "the answer differs from the expected one " * 4,
             metrics=(Metric(f"check{i % 5}", float(i % 2)),)),
             error=f"Error {i} {'x' * 200}" if i % 7 == 0 else None,
@@ -326,7 +326,7 @@ def test_pair_diffs_the_outputs_and_tool_calls_of_a_flipped_sample(
 
 def test_pair_diff_of_structured_outputs_and_different_tool_calls() -> None:
     base = EvalResult(
-        sample_id="s", experiment_name="a", latency_ms=1.0, score=Score(value=1.0, passed=True),
+        sample_id="s", experiment_name="a", latency_ms=1, score=Score(value=1.0, passed=True),
         output={"answer": 3, "why": "sum"},
         tool_calls=(ToolCallRecord(name="add", params={"a": 1}, message="", success=True),),
     )  # fmt: skip
@@ -426,7 +426,7 @@ def test_the_flaky_chart_draws_the_least_reliable_and_counts_the_rest() -> None:
 
 def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
     results = tuple(
-        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1.0,
+        EvalResult(sample_id=f"s{i}-{j}", experiment_name="x", latency_ms=1,
                    score=Score(value=1.0, passed=True), metadata={"user": f"u{i:02d}"})
         for i in range(40)
         for j in range(1 + (i < 5))  # u00-u04 have two results each

@@ -34,7 +34,7 @@ TREAT_COSTS = [0.015, 0.030, 0.040, 0.050]
 def result(sample: str, experiment: str, cost: float | None, judge: float | None) -> EvalResult:
     return EvalResult(
         sample_id=sample, experiment_name=experiment, score=Score(value=1.0, passed=True),
-        latency_ms=5.0, usage=TokenUsage(input_tokens=100, output_tokens=10), cost=cost,
+        latency_ms=5, usage=TokenUsage(input_tokens=100, output_tokens=10), cost=cost,
         judge_cost=judge,
     )  # fmt: skip
 

@@ -68,7 +68,7 @@ def make_result(
             ],
             reason="exact" if passed else "expected 4",
         ),
-        latency_ms=100.0 + len(sample_id),
+        latency_ms=100 + len(sample_id),
         error=error,
         error_kind="agent" if error else None,
         request_id=f"req-{sample_id}-{experiment}-{epoch}",

@@ -149,7 +149,7 @@ def test_the_last_row_of_a_key_wins(conn: sqlite3.Connection) -> None:
 
 def test_results_written_by_the_run_store_load(conn: sqlite3.Connection, tmp_path: Path) -> None:
     result = EvalResult(
-        sample_id="s1", experiment_name="e", latency_ms=12.5, epoch=1,
+        sample_id="s1", experiment_name="e", latency_ms=12, epoch=1,
         score=Score(value=1.0, passed=True, reason="ok", metrics=(Metric("m", 1.0, weight=1),)),
     )  # fmt: skip
     path = tmp_path / "results.jsonl"
@@ -157,7 +157,7 @@ def test_results_written_by_the_run_store_load(conn: sqlite3.Connection, tmp_pat
     names = ("sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms")
     for _ in stage_lines(conn, path):
         (row,) = conn.execute(fields_select(names)).fetchall()
-    assert row == (1, 0, "s1", "e", 1, 1, 1.0, "ok", 12.5)
+    assert row == (1, 0, "s1", "e", 1, 1, 1.0, "ok", 12)
 
 
 SCORES_WITHOUT_PASSED = {

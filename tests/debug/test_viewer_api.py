@@ -443,7 +443,7 @@ def test_html_report_picks_slices_and_escapes_values(runs: DemoRuns) -> None:
     assert "By difficulty" in text and "By level" in text
     nasty = EvalReport(
         results=tuple(
-            EvalResult(sample_id=f"<b>{i}</b>", experiment_name=name, latency_ms=1.0,
+            EvalResult(sample_id=f"<b>{i}</b>", experiment_name=name, latency_ms=1,
                        score=Score(value=float(ok), passed=ok, reason="<i>why</i>"))
             for i, (name, ok) in enumerate([("baseline", True), ("v2", False)] * 2)
         ),

@@ -380,7 +380,7 @@ def epoch_results() -> list[EvalResult]:
                 ok = (i + epoch) % every != 0
                 out.append(
                     EvalResult(sample_id=f"s{i}", experiment_name=experiment, epoch=epoch,
-                               latency_ms=1.0, score=Score(value=float(ok), passed=ok))
+                               latency_ms=1, score=Score(value=float(ok), passed=ok))
                 )  # fmt: skip
     return out
 
@@ -429,7 +429,7 @@ def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, ur
 def test_each_check_shows_its_whole_reason(browser: Any, tmp_path: Path) -> None:
     reason = "format: ok; answer: got 4; expected 5 (off by one); judge: fine"
     result = EvalResult(
-        sample_id="q1", experiment_name="x", latency_ms=1.0,
+        sample_id="q1", experiment_name="x", latency_ms=1,
         score=Score(value=0.0, passed=False, reason=reason, metrics=(
             Metric("format", 1.0), Metric("answer", 0.0), Metric("answer.distance", 1.0),
             Metric("judge", 1.0))),

@@ -49,7 +49,7 @@ def _result(experiment: str, i: int, epoch: int) -> EvalResult:
             reason=f"value {value}",
             metrics=(Metric("correct", value, weight=1.0), Metric("turns", float(i % 4))),
         ),
-        latency_ms=10.0 + i,
+        latency_ms=10 + i,
         error=error,
         error_kind="timeout" if error else None,
         # Every seventh result unpriced; the treatment costs more; some judged.

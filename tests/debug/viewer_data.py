@@ -113,7 +113,7 @@ def make_result(run_id: str, experiment: str, i: int, *, bundle: Path | None = N
             reason=f"expected {i + 2}, got {answer}",
             metrics=(Metric("correct", 1.0 if ok else 0.0, weight=1.0), Metric("turns", 2.0)),
         ),
-        latency_ms=100.0 + 10 * i,
+        latency_ms=100 + 10 * i,
         error=error,
         error_kind=error_kind,  # type: ignore[arg-type]  # a literal chosen above
         usage=TokenUsage(input_tokens=50 + i, output_tokens=10 + i),

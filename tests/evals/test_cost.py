@@ -73,7 +73,7 @@ def samples(n: int) -> list[Sample[str, str]]:
 
 def result(sample: str, cost: float | None, judge: float | None = None, epoch: int = 0) -> Any:
     return EvalResult(
-        sample_id=sample, experiment_name="e", score=Score(value=1.0), latency_ms=1.0,
+        sample_id=sample, experiment_name="e", score=Score(value=1.0), latency_ms=1,
         epoch=epoch, cost=cost, judge_cost=judge,
     )  # fmt: skip
 

@@ -246,7 +246,7 @@ def test_a_failing_factory_or_serialize_is_an_environment_error() -> None:
     assert by_id["e0"].error_kind == "environment"
     assert "no sandbox left" in (by_id["e0"].error or "")
     assert by_id["e1"].error_kind == "environment"
-    assert "OSError: disk full" in (by_id["e1"].error or "")
+    assert "disk full" in (by_id["e1"].error or "")  # the message, as EVALS.md shows it
     assert by_id["e1"].environment is None
     assert by_id["e2"].passed and by_id["e2"].environment is not None
 

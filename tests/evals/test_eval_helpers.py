@@ -50,7 +50,7 @@ def result(
     return EvalResult(
         sample_id=sample_id,
         experiment_name="baseline",
-        latency_ms=1.0,
+        latency_ms=1,
         score=Score(value=float(passed), passed=passed),
         request_id=request_id,
         run_id=run_id,

@@ -372,9 +372,7 @@ def test_a_timeout_cancels_the_function_and_is_an_error_of_kind_timeout(
     elapsed = time.monotonic() - started
 
     assert result.error_kind == "timeout" and not result.passed
-    assert (
-        result.error == "DeadlineExceededError: function hang: cancelled after its timeout of 0.05s"
-    )
+    assert result.error == "function hang: cancelled after its timeout of 0.05s"
     assert cancelled == ["q"]  # the function saw the cancellation
     assert elapsed < 1.0
 

@@ -37,7 +37,7 @@ def result(
         score=Score(
             value=value, passed=value >= 0.5 if passed is None else passed, metrics=metrics
         ),
-        latency_ms=1.0,
+        latency_ms=1,
         error="boom" if error else None,
         metadata=metadata or {},
         epoch=epoch,

@@ -51,7 +51,7 @@ def result(
         sample_id=sample_id,
         experiment_name=experiment,
         score=score,
-        latency_ms=1.0,
+        latency_ms=1,
         epoch=epoch,
         error="boom" if error else None,
         error_kind="agent" if error else None,

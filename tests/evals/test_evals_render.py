@@ -15,7 +15,7 @@ def result(
     passed: bool,
     *,
     error: ErrorKind | None = None,
-    latency: float = 100.0,
+    latency: int = 100,
     epoch: int = 0,
 ) -> EvalResult:
     return EvalResult(
@@ -34,12 +34,12 @@ def ab_report() -> EvalReport:
     """baseline passes s0-s4 of 10 (s9 times out); v2 passes s0-s3, s5-s7 (s4 regressed)."""
     base = [
         result(
-            f"s{i}", "baseline", i < 5, error="timeout" if i == 9 else None, latency=10.0 * (i + 1)
+            f"s{i}", "baseline", i < 5, error="timeout" if i == 9 else None, latency=10 * (i + 1)
         )
         for i in range(10)
     ]
     v2_passes = {0, 1, 2, 3, 5, 6, 7}
-    v2 = [result(f"s{i}", "v2", i in v2_passes, latency=50.0) for i in range(10)]
+    v2 = [result(f"s{i}", "v2", i in v2_passes, latency=50) for i in range(10)]
     return EvalReport(results=(*base, *v2), run_id="run-7", expected_count=20)
 
 

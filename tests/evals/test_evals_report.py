@@ -31,7 +31,7 @@ def result(
     experiment: str = "baseline",
     epoch: int = 0,
     error: ErrorKind | None = None,
-    latency: float = 10.0,
+    latency: int = 10,
     tokens: tuple[int, int] = (0, 0),
     metadata: Mapping[str, Any] | None = None,
 ) -> EvalResult:
@@ -51,10 +51,10 @@ def result(
 
 def ten_with_two_errors() -> EvalReport:
     """5 passed (value 1.0), 3 failed (value 0.25), 2 errors (one with a stale value 0.9)."""
-    results = [result(f"p{i}", latency=10.0 * (i + 1)) for i in range(5)]
-    results += [result(f"f{i}", passed=False, value=0.25, latency=60.0 + 10 * i) for i in range(3)]
-    results.append(result("e0", passed=False, value=0.0, error="timeout", latency=90.0))
-    results.append(result("e1", passed=True, value=0.9, error="agent", latency=100.0))
+    results = [result(f"p{i}", latency=10 * (i + 1)) for i in range(5)]
+    results += [result(f"f{i}", passed=False, value=0.25, latency=60 + 10 * i) for i in range(3)]
+    results.append(result("e0", passed=False, value=0.0, error="timeout", latency=90))
+    results.append(result("e1", passed=True, value=0.9, error="agent", latency=100))
     return EvalReport(results=tuple(results))
 
 
@@ -87,7 +87,7 @@ def test_selections_and_errors_by_kind() -> None:
     assert report.errors_by_kind() == {"timeout": 1, "agent": 1}
     unknown = EvalResult(
         sample_id="x", experiment_name="b", score=Score(value=0.0, passed=False),
-        latency_ms=1.0, error="boom",
+        latency_ms=1, error="boom",
     )  # fmt: skip
     assert EvalReport(results=(unknown,)).errors_by_kind() == {"unknown": 1}
 
@@ -307,7 +307,7 @@ def rich_report() -> EvalReport:
             reason="close",
             metrics=(Metric("correct", 1.0, weight=1.0), Metric("turns", 3.0, metadata={"m": 1})),
         ),
-        latency_ms=12.5,
+        latency_ms=12,
         epoch=2,
         request_id="req-1",
         run_id="run-1",
@@ -318,7 +318,7 @@ def rich_report() -> EvalReport:
     )
     errored = EvalResult(
         sample_id="s2", experiment_name="v2", score=Score(value=0.0, passed=False, reason="boom"),
-        latency_ms=3.0, error="boom", error_kind="timeout", delivery_count=2,
+        latency_ms=3, error="boom", error_kind="timeout", delivery_count=2,
     )  # fmt: skip
     return EvalReport(
         results=(full, errored), expected_count=3, run_id="run-1", config={"model": "m", "n": 2}

@@ -44,7 +44,7 @@ def test_build_result_takes_exactly_the_fields_of_eval_result_with_their_default
 
 def test_build_result_makes_what_the_constructor_makes() -> None:
     values: dict[str, Any] = {
-        "sample_id": "s1", "experiment_name": "exp", "latency_ms": 1.5, "error": "E: x",
+        "sample_id": "s1", "experiment_name": "exp", "latency_ms": 2, "error": "E: x",
         "score": Score(value=0.5, passed=False, reason="r", metrics=(Metric("m", 1.0),)),
         "bundle_path": Path("b.zip"), "error_kind": "agent", "epoch": 2, "request_id": "id",
         "run_id": "run", "usage": TokenUsage(1, 2, 3), "metadata": {"k": "v"},
@@ -61,8 +61,8 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
     assert serde.dumps(built) == serde.dumps(made)
     assert dataclasses.replace(built, epoch=5) == dataclasses.replace(made, epoch=5)
     minimal: dict[str, Any] = {"sample_id": "s", "experiment_name": "e", "score": Score(1.0, True)}
-    assert build_result(**minimal, latency_ms=0.0, usage=TokenUsage(), metadata={}) == (
-        EvalResult(**minimal, latency_ms=0.0)
+    assert build_result(**minimal, latency_ms=0, usage=TokenUsage(), metadata={}) == (
+        EvalResult(**minimal, latency_ms=0)
     )
 
 

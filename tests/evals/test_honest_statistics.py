@@ -21,7 +21,7 @@ def result(sample: str, experiment: str, passed: bool, *, value: float | None = 
            epoch: int = 0) -> EvalResult:  # fmt: skip
     score = Score(value=float(passed) if value is None else value, passed=passed)
     return EvalResult(
-        sample_id=sample, experiment_name=experiment, score=score, latency_ms=10.0, epoch=epoch
+        sample_id=sample, experiment_name=experiment, score=score, latency_ms=10, epoch=epoch
     )
 
 
@@ -161,7 +161,7 @@ def test_error_counts_have_correct_plurals(errors: int, text: str) -> None:
     kind: ErrorKind = "timeout"
     failed = tuple(
         EvalResult(sample_id=f"e{i}", experiment_name="baseline", score=Score(value=0.0),
-                   latency_ms=1.0, error="boom", error_kind=kind)
+                   latency_ms=1, error="boom", error_kind=kind)
         for i in range(errors)
     )  # fmt: skip
     report = EvalReport(results=(result("s0", "baseline", True), *failed))

@@ -42,7 +42,7 @@ def make_result(
         experiment_name=experiment,
         epoch=epoch,
         score=Score(value=1.0 if passed and error is None else 0.0, passed=passed),
-        latency_ms=1.5,
+        latency_ms=2,
         error=error,
         error_kind=error_kind,
         **fields,

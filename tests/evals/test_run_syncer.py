@@ -28,7 +28,7 @@ def result(sample_id: str, *, passed: bool = True) -> EvalResult:
         sample_id=sample_id,
         experiment_name="baseline",
         score=Score(value=float(passed), passed=passed),
-        latency_ms=1.0,
+        latency_ms=1,
     )
 
 

@@ -123,7 +123,7 @@ def test_a_run_whose_first_results_all_fail_alike_stops_early(tmp_path: Path) ->
     assert 10 <= len(report.results) < 200
     stopped = report.config["stopped"]
     assert "the first 10 results all failed with" in stopped
-    assert "ConnectionError: Connection refused: http://127.0.0.1:9/v1" in stopped
+    assert "(agent): Connection refused: http://127.0.0.1:9/v1" in stopped
     assert store.open("r").manifest.status == "interrupted"
 
 

@@ -132,7 +132,7 @@ def test_execute_function_makes_the_session_when_it_is_read(
 def _full_result(score: Score, *, error: str | None = None) -> EvalResult:
     """A result with no field at its default."""
     return EvalResult(
-        sample_id="s1", experiment_name="exp", score=score, latency_ms=12.5, error=error,
+        sample_id="s1", experiment_name="exp", score=score, latency_ms=12, error=error,
         bundle_path=Path("bundles/s1"), error_kind="agent" if error else None, epoch=3,
         request_id="req-1", run_id="run-1", usage=TokenUsage(1, 2, 3),
         metadata={"topic": "x"}, output={"answer": 1},

@@ -225,7 +225,9 @@ class _RunState:
     def _finish(self) -> PromptResponse[Any]:
         prompt = self.prompt
         text = self.messages[-1].content
-        output: Any = None
+        # A plain-text prompt's output is its text, so `response.output` is the answer
+        # whichever kind of prompt ran (the spec's `run_eval` reads `response.output`).
+        output: Any = text
         if self.rendered.output_type is not None:
             self.parsing = True
             output = parse_output(self.rendered.output_type, text, prompt.name)

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, Self, TypeVar, runtime_checkable
 
+from typing_extensions import TypeVar as DefaultTypeVar
+
 from weakincentives.prompt import Prompt, ToolSpec
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
@@ -24,6 +26,8 @@ __all__ = [
 ]
 
 OutputT = TypeVar("OutputT")
+AdapterOutputT_co = DefaultTypeVar("AdapterOutputT_co", covariant=True, default=Any)
+"""The output type an adapter is meant for (`ProviderAdapter[JudgeOutput]`); default Any."""
 
 Heartbeat = Callable[[], None]
 """Called between model turns and tool calls so leases and watchdogs see progress."""
@@ -39,7 +43,8 @@ class PromptResponse(Generic[OutputT]):
     text: str | None
     """Final assistant text."""
     output: OutputT | None
-    """Structured output parsed into the template's output type (None for text prompts)."""
+    """Structured output parsed into the template's output type; for a plain-text prompt,
+    the final text (so a `PromptTemplate[str]`'s output is its answer)."""
     usage: TokenUsage = field(default_factory=TokenUsage)
     """Tokens used across every model call."""
     messages: tuple[ChatMessage, ...] = ()
@@ -135,8 +140,14 @@ class ResponseCache(Protocol):
         ...
 
 
-class ProviderAdapter(Protocol):
-    """Runs a prompt against a model, tools included, and records what happened."""
+class ProviderAdapter(Protocol[AdapterOutputT_co]):
+    """Runs a prompt against a model, tools included, and records what happened.
+
+    The type parameter is optional and documents intent, as the spec writes it
+    (`adapter: ProviderAdapter[JudgeOutput]`): `evaluate` is generic per prompt, so every
+    adapter matches `ProviderAdapter` with any parameter, and a bare `ProviderAdapter`
+    means `ProviderAdapter[Any]`.
+    """
 
     def evaluate(
         self,
@@ -161,7 +172,7 @@ class ProviderAdapter(Protocol):
 
 
 @runtime_checkable
-class CacheableAdapter(ProviderAdapter, Protocol):
+class CacheableAdapter(ProviderAdapter[AdapterOutputT_co], Protocol[AdapterOutputT_co]):
     """A `ProviderAdapter` that can hand out a copy of itself using a response cache.
 
     Code that receives someone else's adapter (the eval runner, `wink eval run`) tests

@@ -81,6 +81,11 @@ class DebugBundle:
         members = _read_members(path, limits or BundleLimits())
         return cls(path, _parse_manifest(path, members), members)
 
+    @classmethod
+    def load(cls, path: str | Path, *, limits: BundleLimits | None = None) -> DebugBundle:
+        """The reference implementation's name for `open` (same checks, same errors)."""
+        return cls.open(path, limits=limits)
+
     @property
     def path(self) -> Path:
         """Where the bundle was read from."""

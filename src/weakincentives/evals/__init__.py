@@ -7,12 +7,15 @@ and read the results as a report with honest numbers:
 - `Score` (with named `Metric`s), `EvalRequest`, `EvalResult`;
 - runners: `evaluate()` (async, asyncio or trio) and `run_eval()` (sync) run a dataset
   locally with concurrency, epochs, timeouts, a run store with resume, a response cache
-  and progress (`ProgressSink`); `EvalLoop` runs behind mailboxes on many workers;
+  and progress (`ProgressSink`), configured by keywords or one `EvalConfig` (with
+  `max_samples`; `prepare_messages=` hook); `EvalLoop` runs behind mailboxes on many
+  workers;
 - RL-style scoring: `Trajectory` scorers `(trajectory, sample) -> Score` and per-sample
   `Environment`s (`environment_factory=`, `restore_environment`);
 - `EvalReport`: pass rate (errors count as not passed), intervals, per-experiment
   breakdowns, paired A/B comparisons (`compare_experiments`, `compare_all`), pass@k,
-  slicing (`group_by`, `summarize`), `save`/`load`, `render`, `to_json`;
+  slicing (`group_by`, `summarize`, also as `weakincentives.evals.analysis`),
+  `save`/`load`, `render`, `to_json`;
 - evaluators: `exact_match`, `contains`, `regex_match`, `json_equal`, `numeric_close`,
   combinators (`all_of`, `any_of`, `not_`, `threshold`), session evaluators
   (`tool_called`, `tool_sequence`, `token_usage_under`, ...) and LLM judges (`llm_judge`,
@@ -109,9 +112,11 @@ from .runner import (
     DatasetSource,
     Environment,
     EnvironmentFactory,
+    EvalConfig,
     EvalTarget,
     EvaluateOptions,
     NullProgress,
+    PrepareMessages,
     ProgressSink,
     SampleOutcome,
     as_progress,
@@ -223,6 +228,7 @@ __all__ = [
     "Environment",
     "EnvironmentFactory",
     "ErrorKind",
+    "EvalConfig",
     "EvalLoop",
     "EvalLoopConfig",
     "EvalReport",
@@ -252,6 +258,7 @@ __all__ = [
     "PairwiseParams",
     "PairwiseVerdict",
     "PairwiseWinner",
+    "PrepareMessages",
     "ProgressSink",
     "RecordInputs",
     "RunCounts",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
-from weakincentives.errors import InvalidScoreError
+from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 
@@ -31,6 +31,7 @@ __all__ = [
     "ToolCallRecord",
     "build_request",
     "build_result",
+    "error_message",
     "recorded_value",
 ]
 
@@ -65,15 +66,26 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
 """Every `ErrorKind`, in the order reports list them."""
 
 
+_UNSET: Any = object()
+_NO_EXPECTED: Any = None
+
+
 # No slots on generic values: `Sample[str, str](...)` sets __orig_class__, which slotted
-# frozen dataclasses reject.
-@dataclass(frozen=True)
+# frozen dataclasses reject. The `__init__` is written out so that it can also take the
+# second design's `ground_truth=` for `expected`.
+@dataclass(frozen=True, init=False)
 class Sample(Generic[InputT, ExpectedT]):
     """One evaluation case.
+
+    `expected` defaults to None (a sample scored without a reference, as RL prompts
+    are); `ground_truth` is the second design's name for it (`Sample(id=..., input=...,
+    ground_truth=...)`, `sample.ground_truth`).
 
     Example:
         >>> Sample(id="math-1", input="What is 2 + 2?", expected="4").id
         'math-1'
+        >>> Sample(id="math-2", input="What is 3 + 3?", ground_truth="6").expected
+        '6'
     """
 
     id: str
@@ -81,12 +93,40 @@ class Sample(Generic[InputT, ExpectedT]):
     input: InputT
     """What the agent receives."""
     expected: ExpectedT
-    """What a correct answer looks like (evaluators decide how to compare)."""
+    """What a correct answer looks like (evaluators decide how to compare); None if none."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     """Free-form labels for slicing results (difficulty, topic, cluster key...)."""
 
+    def __init__(
+        self,
+        id: str,
+        input: InputT,
+        expected: ExpectedT = _NO_EXPECTED,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        ground_truth: ExpectedT = _UNSET,
+    ) -> None:
+        """Build a sample; `ground_truth` is an alias of `expected` (pass one of them).
 
-_UNSET: Any = object()
+        Raises:
+            ConfigurationError: both `expected` and `ground_truth` are given.
+        """
+        if ground_truth is not _UNSET:
+            if expected is not None:
+                raise ConfigurationError(
+                    f"sample {id!r}: expected and ground_truth are one field; pass one of them"
+                )
+            expected = ground_truth
+        setattr_ = object.__setattr__
+        setattr_(self, "id", id)
+        setattr_(self, "input", input)
+        setattr_(self, "expected", expected)
+        setattr_(self, "metadata", {} if metadata is None else metadata)
+
+    @property
+    def ground_truth(self) -> ExpectedT:
+        """The second design's name for `expected`."""
+        return self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,8 +378,9 @@ class EvalResult:
     """Experiment the sample ran under."""
     score: Score
     """The score (for errors: value 0, not passed, reason = the error)."""
-    latency_ms: float
-    """Time to run the agent on the sample."""
+    latency_ms: serde.WholeNumber
+    """Time to run the agent on the sample, in whole milliseconds (EVALS.md: `int`; a
+    fractional value from an older record is rounded when read)."""
     error: str | None = None
     """Error message when the sample could not be scored."""
     bundle_path: Path | None = None
@@ -375,6 +416,18 @@ class EvalResult:
     """Dollars the agent's model calls cost (None: unpriced, or no model was called)."""
     judge_cost: float | None = None
     """Dollars the judge's model calls cost (None: no judge, or its model is unpriced)."""
+
+    @property
+    def sample(self) -> Sample[Any, Any]:
+        """The sample as recorded on the result (the second design's `EvalResult.sample`).
+
+        Built from `sample_id`, `input`, `expected` and `metadata`: the input and expected
+        value are their recorded JSON forms (truncated past `RecordInputs.limit`; None
+        when inputs are not recorded).
+        """
+        return Sample(
+            id=self.sample_id, input=self.input, expected=self.expected, metadata=self.metadata
+        )
 
     @property
     def passed(self) -> bool:
@@ -443,7 +496,7 @@ def build_result(
     set_sample_id(result, sample_id)
     set_experiment_name(result, experiment_name)
     set_score(result, score)
-    set_latency_ms(result, latency_ms)
+    set_latency_ms(result, round(latency_ms))
     set_error(result, error)
     set_bundle_path(result, bundle_path)
     set_error_kind(result, error_kind)
@@ -516,3 +569,14 @@ def recorded_value(value: Any, limit: int = DEFAULT_VALUE_LIMIT) -> Any:
     if len(text) <= limit:
         return data
     return f"{text[:limit]}…[truncated: {len(text)} chars]"
+
+
+def error_message(exc: BaseException) -> str:
+    """What a result records of an exception: its message, as EVALS.md shows it.
+
+    An exception without a message (`raise KeyError`) is named by its type instead. The
+    stage that failed is the result's `error_kind`; the exception itself, with its type
+    and traceback, goes to the log and the debug bundle.
+    """
+    text = str(exc)
+    return text if text else type(exc).__name__

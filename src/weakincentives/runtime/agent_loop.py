@@ -51,6 +51,8 @@ class AgentLoop(Generic[RequestT, OutputT]):
         clock: Clock for sessions and deadlines.
         name: Name used in reports and run fingerprints (default: the class name).
         bus: Accepted and ignored, for loops written against the older `MainLoop` draft.
+        requests: The mailbox `run()` serves when it is given none (the reference
+            implementation's `AgentLoop(requests=...)`).
     """
 
     def __init__(
@@ -61,8 +63,10 @@ class AgentLoop(Generic[RequestT, OutputT]):
         clock: Clock = SYSTEM_CLOCK,
         name: str | None = None,
         bus: object | None = None,
+        requests: Mailbox[AgentLoopRequest[RequestT], AgentLoopResult[OutputT]] | None = None,
     ) -> None:
         del bus  # the older draft's event bus: sessions record events now
+        self.requests = requests
         self.adapter = adapter
         self.overrides_store = overrides_store
         self.clock = clock
@@ -187,7 +191,7 @@ class AgentLoop(Generic[RequestT, OutputT]):
 
     def run(
         self,
-        requests: Mailbox[AgentLoopRequest[RequestT], AgentLoopResult[OutputT]],
+        requests: Mailbox[AgentLoopRequest[RequestT], AgentLoopResult[OutputT]] | None = None,
         *,
         results: Mailbox[AgentLoopResult[OutputT], Any] | None = None,
         max_iterations: int | None = None,
@@ -208,7 +212,7 @@ class AgentLoop(Generic[RequestT, OutputT]):
         `AgentLoopWorker` yourself: `AgentLoopWorker(loop, requests=...)`.
 
         Args:
-            requests: Mailbox of `AgentLoopRequest`s.
+            requests: Mailbox of `AgentLoopRequest`s (default: the loop's `requests=`).
             results: Where answers go when a request has no `reply_to`.
             max_iterations: Receives to make (None: no limit).
             until_drained: Stop once the mailbox is empty and no request runs.
@@ -222,7 +226,16 @@ class AgentLoop(Generic[RequestT, OutputT]):
 
         Returns:
             What the worker did (received, succeeded, retried, dead-lettered...).
+
+        Raises:
+            ConfigurationError: no mailbox here and none given to the constructor.
         """
+        requests = requests if requests is not None else self.requests
+        if requests is None:
+            raise ConfigurationError(
+                f"{type(self).__name__}.run() has no mailbox to serve: pass run(requests) "
+                f"or build the loop with requests=",
+            )
         worker = AgentLoopWorker(
             self,
             requests=requests,

@@ -9,7 +9,7 @@ error, and enough metadata to inspect or replay it.
 from __future__ import annotations
 
 import random
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
@@ -99,7 +99,10 @@ class DeadLetter(Generic[T]):
         )
 
 
-@dataclass(frozen=True, slots=True)
+_DEFAULT_MAX_DELIVERIES = 5
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class DLQPolicy(Generic[T]):
     """Where failed messages go, and when.
 
@@ -108,6 +111,9 @@ class DLQPolicy(Generic[T]):
     is dead-lettered at once; any other error is dead-lettered once `n` reaches
     `max_deliveries` (or the worker's `RetryPolicy.max_attempts`, if lower) and retried
     before that. Undecodable messages are always dead-lettered at once.
+
+    `max_delivery_count=` is the reference implementation's name for `max_deliveries`
+    (an alias: one field, readable under both names).
 
     Example:
         ```python
@@ -119,22 +125,52 @@ class DLQPolicy(Generic[T]):
     mailbox: Mailbox[DeadLetter[T], Any]
     """The dead-letter mailbox."""
 
-    _: KW_ONLY
+    max_deliveries: int
+    """Deliveries after which a failing message is dead-lettered (default 5)."""
 
-    max_deliveries: int = 5
-    """Deliveries after which a failing message is dead-lettered."""
-
-    dead_letter_on: tuple[type[BaseException], ...] = ()
+    dead_letter_on: tuple[type[BaseException], ...]
     """Error types not worth retrying: dead-lettered on the first failure."""
 
-    never_dead_letter: tuple[type[BaseException], ...] = ()
+    never_dead_letter: tuple[type[BaseException], ...]
     """Error types that are always retried (transient trouble such as rate limits)."""
 
-    def __post_init__(self) -> None:
-        if self.max_deliveries < 1:
+    def __init__(
+        self,
+        mailbox: Mailbox[DeadLetter[T], Any],
+        *,
+        max_deliveries: int | None = None,
+        dead_letter_on: tuple[type[BaseException], ...] = (),
+        never_dead_letter: tuple[type[BaseException], ...] = (),
+        max_delivery_count: int | None = None,
+    ) -> None:
+        """Build the policy; `max_delivery_count` is an alias of `max_deliveries`.
+
+        Raises:
+            ConfigurationError: the two names are given different values, or the limit
+                is below 1.
+        """
+        if max_deliveries is None:
+            max_deliveries = max_delivery_count
+        elif max_delivery_count is not None and max_delivery_count != max_deliveries:
             raise ConfigurationError(
-                f"DLQPolicy.max_deliveries must be at least 1, got {self.max_deliveries}",
+                f"DLQPolicy got max_deliveries={max_deliveries} and max_delivery_count="
+                f"{max_delivery_count}: they are one setting, pass one of them",
             )
+        if max_deliveries is None:
+            max_deliveries = _DEFAULT_MAX_DELIVERIES
+        if max_deliveries < 1:
+            raise ConfigurationError(
+                f"DLQPolicy.max_deliveries must be at least 1, got {max_deliveries}",
+            )
+        object.__setattr__(self, "mailbox", mailbox)
+        object.__setattr__(self, "max_deliveries", max_deliveries)
+        object.__setattr__(self, "dead_letter_on", dead_letter_on)
+        object.__setattr__(self, "never_dead_letter", never_dead_letter)
+
+    @property
+    def max_delivery_count(self) -> int:
+        """The reference implementation's name for `max_deliveries`."""
+        return self.max_deliveries
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,7 +77,7 @@ def dead_letter_result(message: Message[Any, Any], letter: DeadLetter[Any]) -> E
     return EvalResult(
         sample_id=fields["sample_id"], experiment_name=fields["experiment"],
         epoch=fields["epoch"], request_id=fields["request_id"], run_id=fields["run_id"],
-        metadata=fields["metadata"], latency_ms=0.0, error=error, error_kind="dead_letter",
+        metadata=fields["metadata"], latency_ms=0, error=error, error_kind="dead_letter",
         score=Score(value=0.0, passed=False, reason=error),
         delivery_count=letter.delivery_count,
     )  # fmt: skip

@@ -1,6 +1,7 @@
 """The local runner: run a dataset through a target, one sample at a time, concurrently.
 
-Holds `evaluate()` / `run_eval()` and their options (`_evaluate.py`), the scheduler that
+Holds `evaluate()` / `run_eval()` and their options (`_evaluate.py`, `EvalConfig` in
+`_config.py`), the scheduler that
 pulls samples, bounds concurrency, enforces timeouts and appends results to the run store
 (`_scheduler.py`), how a target (an `AgentLoop`, a function, a suite) is adapted
 (`_target.py`), how one sample is executed and scored (`_sample.py`, and
@@ -18,6 +19,10 @@ from ._bundles import (
     record_bundle,
     record_outcome,
     with_bundle,
+)
+from ._config import (
+    EvalConfig,
+    PrepareMessages,
 )
 from ._environment import (
     Environment,
@@ -60,9 +65,11 @@ __all__ = [
     "DatasetSource",
     "Environment",
     "EnvironmentFactory",
+    "EvalConfig",
     "EvalTarget",
     "EvaluateOptions",
     "NullProgress",
+    "PrepareMessages",
     "ProgressSink",
     "SampleOutcome",
     "as_progress",

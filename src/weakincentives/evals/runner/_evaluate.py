@@ -81,6 +81,7 @@ from ..report import EvalReport
 from ..scoring import evaluator_name
 from ..store import Fingerprint, RunProvenance, RunStore, code_directory, git_commit, new_run_id
 from ._bundles import BundleOptions, BundleScope
+from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_messages
 from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
@@ -95,13 +96,15 @@ EvalTarget = AgentLoop[Any, Any] | Callable[..., Any]
 
 async def evaluate(
     dataset: DatasetSource,
-    target: EvalTarget,
+    target: EvalTarget | EvalConfig,
     evaluator: Callable[..., Score],
+    prepare_messages: PrepareMessages | None = None,
     *,
     experiments: Iterable[Experiment] = (BASELINE,),
     epochs: int = 1,
     max_concurrent: int = 16,
     timeout: float | None = None,
+    max_samples: int | None = None,
     budget: Budget | None = None,
     store: RunStore | str | Path | None = None,
     run_id: str | None = None,
@@ -134,14 +137,21 @@ async def evaluate(
         target: An `AgentLoop` (run in worker threads), or a task function of the sample
             input: sync (run in worker threads through a `FunctionLoop`) or `async def`
             (awaited on the event loop). A function may take `session=` (the run's
-            session) and `env=` (the sample's environment).
+            session) and `env=` (the sample's environment). Or an `EvalConfig`: its
+            target, and its values for the options it holds (`max_samples`,
+            `max_concurrent`, `epochs`, `timeout`, and `experiment_name` for
+            `experiments`).
         evaluator: `(output, expected) -> Score`, a session-aware evaluator
             `(output, expected, session) -> Score`, or a trajectory scorer
             `(trajectory, sample) -> Score` (see `trajectory_scorer`).
+        prepare_messages: `prepare_messages(sample) -> messages`: the target receives
+            these messages (as a list) instead of the sample's input, and the sample
+            that is scored and recorded carries them as its `input`.
         experiments: Experiments to run each sample under.
         epochs: Runs of each `(sample, experiment)`, numbered 0..epochs-1 (pass@k).
         max_concurrent: Samples in flight at once (worker tasks and worker threads).
         timeout: Seconds per sample (agent and scoring); an error of kind `timeout` after.
+        max_samples: Run only the first `max_samples` samples (None: all).
         budget: Token budget per sample (an error of kind `budget` when exceeded).
         store: A `RunStore` or its root directory: results are appended as they complete.
         run_id: Id of the new run (default: a fresh sortable id); without a store, it is
@@ -186,6 +196,12 @@ async def evaluate(
         RunStoreError: the run store cannot be created, resumed or written.
         InvalidDatasetError: the dataset holds something other than `Sample`s.
     """
+    if isinstance(target, EvalConfig):
+        config, target = target, target.target
+        experiments = config.experiments() or experiments
+        epochs, max_concurrent, timeout = config.epochs, config.max_concurrent, config.timeout
+        max_samples = config.max_samples if config.max_samples is not None else max_samples
+    dataset = with_prepared_messages(limit_samples(dataset, max_samples), prepare_messages)
     settings = RunSettings.build(
         experiments=experiments, epochs=epochs, max_concurrent=max_concurrent,
         timeout=timeout, judge_concurrency=judge_concurrency,
@@ -248,6 +264,8 @@ async def evaluate(
             "evaluator": evaluator_name(evaluator),
             "target": runner.identity,
         }
+        if len(settings.experiments) == 1:  # the second design's `config["experiment_name"]`
+            extra["experiment_name"] = settings.experiments[0].name
         if response_cache is not None and before is not None:
             extra["cache"] = _stats_delta(before, response_cache.stats)
         return run.report(extra)
@@ -263,6 +281,8 @@ class EvaluateOptions(TypedDict, total=False):
     epochs: int
     max_concurrent: int
     timeout: float | None
+    max_samples: int | None
+    prepare_messages: PrepareMessages | None
     budget: Budget | None
     store: RunStore | str | Path | None
     run_id: str | None

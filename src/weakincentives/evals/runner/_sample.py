@@ -36,6 +36,7 @@ from .._records import (
     Score,
     ToolCallRecord,
     build_result,
+    error_message,
 )
 from ..scoring import (
     Trajectory,
@@ -388,10 +389,13 @@ def _structured(session: Session) -> bool:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """`Type: message` of what ended a sample (`sys.exit(code)` said as such)."""
+    """The message of what ended a sample, as EVALS.md shows it (`error_message`).
+
+    `sys.exit(code)` is said as such.
+    """
     if isinstance(exc, SystemExit):
         return f"SystemExit: the code under test called sys.exit({exc.code!r})"
-    return f"{type(exc).__name__}: {exc}"
+    return error_message(exc)
 
 
 def _session_extras(

@@ -34,6 +34,7 @@ from .._records import (
     Score,
     build_request,
     build_result,
+    error_message,
 )
 from ..dataset import Dataset, canonical_bytes
 from ..report import EvalReport
@@ -514,14 +515,15 @@ def error_result(
     return EvalResult(
         sample_id=sample.id, experiment_name=request.experiment.name, epoch=request.epoch,
         request_id=str(request.request_id), run_id=request.run_id,
-        metadata=dict(sample.metadata), latency_ms=latency_ms, error=message, error_kind=kind,
+        metadata=dict(sample.metadata), latency_ms=round(latency_ms), error=message,
+        error_kind=kind,
         score=Score(value=0.0, passed=False, reason=message),
         input=inputs.value(sample.input), expected=inputs.value(sample.expected),
     )  # fmt: skip
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    return error_message(exc)
 
 
 class SampleSource:

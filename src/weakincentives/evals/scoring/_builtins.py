@@ -304,7 +304,10 @@ def _combine(
         setattr(combined_aware, COMBINED_ATTR, (kind, children))
         return named(combined_aware, name, aware=True, inline=inline, parts=tuple(evaluators))
 
-    def combined(output: Any, expected: Any) -> Score:
+    # A plain combination still runs as (output, expected); the optional session lets it
+    # stand where a session-aware evaluator is called (EVALS.md lists both uses).
+    def combined(output: Any, expected: Any, session: _AnySession | None = None) -> Score:
+        del session
         return run(output, expected, None)
 
     setattr(combined, COMBINED_ATTR, (kind, children))

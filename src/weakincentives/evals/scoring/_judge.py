@@ -78,6 +78,21 @@ class JudgeOutput:
     rating: JudgeRating
     """One of excellent, good, fair, poor, wrong."""
 
+    @property
+    def reason(self) -> str:
+        """The older draft's name for `justification`."""
+        return self.justification
+
+    @property
+    def score(self) -> float:
+        """The rating's value (`RATING_VALUES`), as the older draft's judge answered it."""
+        return RATING_VALUES[self.rating]
+
+    @property
+    def passed(self) -> bool:
+        """Whether the rating passes (`PASSING_RATINGS`), as in the older draft."""
+        return self.rating in PASSING_RATINGS
+
 
 @dataclass(frozen=True, slots=True)
 class JudgeParams:

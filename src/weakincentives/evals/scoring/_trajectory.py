@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from typing_extensions import TypeVar as DefaultTypeVar
+
 from weakincentives.runtime.session import ChatMessage, SessionViewProtocol, TokenUsage
 
 from .._records import Sample, Score, ToolCallRecord
@@ -69,10 +71,20 @@ class Trajectory:
     environment seeded there under its own type: `session[MyEnv].latest()`."""
 
 
-class TrajectoryScorer(Protocol):
-    """A scorer of whole runs: `(trajectory, sample) -> Score`."""
+SampleInputT = DefaultTypeVar("SampleInputT", default=Any)
+SampleExpectedT = DefaultTypeVar("SampleExpectedT", default=Any)
 
-    def __call__(self, trajectory: Trajectory, sample: Sample[Any, Any], /) -> Score:
+
+class TrajectoryScorer(Protocol[SampleInputT, SampleExpectedT]):
+    """A scorer of whole runs: `(trajectory, sample) -> Score`.
+
+    Optionally parametrized by the sample's types (`TrajectoryScorer[dict, str]`); a bare
+    `TrajectoryScorer` scores samples of any type.
+    """
+
+    def __call__(
+        self, trajectory: Trajectory, sample: Sample[SampleInputT, SampleExpectedT], /
+    ) -> Score:
         """Score the run of `sample`."""
         ...
 
