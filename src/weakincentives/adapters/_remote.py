@@ -23,7 +23,7 @@ from weakincentives.runtime.session import Session
 from ._cache import cached_model_call
 from ._loop import run_prompt
 from ._provenance import AdapterInfo, strip_credentials
-from ._retry import KeyFreeCache, RetryPolicy, check_limits
+from ._retry import MIN_GUARDED_KEY, KeyFreeCache, RetryPolicy, check_limits
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["RemoteAdapter"]
@@ -207,4 +207,7 @@ class RemoteAdapter:
         return {**params, "temperature": float(temperature)}
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        # A short key (a local server's placeholder) would mangle words, and is no secret.
+        if len(self._secret) < MIN_GUARDED_KEY:
+            return text
+        return text.replace(self._secret, "***")

@@ -57,7 +57,7 @@ from ._loop import arun_prompt, run_prompt
 from ._openai_client import LoopClients, make_client
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
 from ._provenance import AdapterInfo, strip_credentials
-from ._retry import KeyFreeCache, check_limits, left
+from ._retry import MIN_GUARDED_KEY, KeyFreeCache, check_limits, left
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
@@ -519,4 +519,7 @@ class OpenAIAdapter:
         return delay, ""
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        # A short key (a local server's placeholder) would mangle words, and is no secret.
+        if len(self._secret) < MIN_GUARDED_KEY:
+            return text
+        return text.replace(self._secret, "***")
