@@ -97,11 +97,14 @@ class ScriptedWorker:
                 self.served.append(request)
                 outbox = message.reply_to
                 assert outbox is not None
+                # The foreign result and the garbage go first: once the last real result
+                # is in, the client may complete and purge at once, and nothing of this
+                # run's may arrive after that (a test could not tell a leak from a race).
+                outbox.send(result_for(request, run_id="someone-else"))
+                outbox.send({"not": "a result"})
                 for _ in range(self.copies):
                     # A redelivered request answers again, under the same request id.
                     outbox.send(result_for(request, delivery_count=2))
-                outbox.send(result_for(request, run_id="someone-else"))
-                outbox.send({"not": "a result"})
                 message.acknowledge()
 
 
