@@ -3,7 +3,7 @@
 One well-kept library does the coercion: nested and generic dataclasses, `datetime`,
 `UUID`, `Literal`, `Mapping`, tuples and unions all work. No pickle anywhere.
 
-Example:
+Examples:
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True)
     ... class Point:

@@ -27,7 +27,7 @@ __all__ = [
 class AdapterInfo:
     """The provenance of one adapter: which model, where, and with which settings.
 
-    Example:
+    Examples:
         >>> info = AdapterInfo(provider="openai", model="gpt-4o-mini",
         ...                    parameters={"temperature": 0.0}, adapter="x.OpenAIAdapter")
         >>> info.behaviour()["model"]
@@ -86,7 +86,7 @@ def describe_adapter(adapter: object) -> AdapterInfo:
 def strip_credentials(url: str | None) -> str | None:
     """`url` without a user, password, query string or fragment (they may hold secrets).
 
-    Example:
+    Examples:
         >>> strip_credentials("https://user:pw@example.com:8443/v1?key=abc")
         'https://example.com:8443/v1'
     """

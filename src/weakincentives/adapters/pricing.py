@@ -12,7 +12,7 @@ cache-write price, the rest of `input_tokens` at the input price and `output_tok
 input price. Dated snapshots (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-20250929`) and
 `-latest` aliases fall back to their base name.
 
-Example:
+Examples:
     >>> from weakincentives.runtime.session import TokenUsage
     >>> table = PriceTable({"m": ModelPrice(input=2.0, output=8.0, cached_input=0.5)})
     >>> table.cost("m", TokenUsage(input_tokens=1_000_000, cached_tokens=500_000))
@@ -212,7 +212,7 @@ def _dollars(value: object, where: str) -> float:
 def parse_price(spec: str) -> tuple[str, ModelPrice]:
     """Parse `MODEL=IN,OUT[,CACHED[,WRITE]]` (dollars per million tokens).
 
-    Example:
+    Examples:
         >>> parse_price("my-model=0.5,1.5")
         ('my-model', ModelPrice(input=0.5, output=1.5, cached_input=None, cache_write=None))
 

@@ -270,7 +270,7 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
     of one thread each. `execute` runs an async `fn` to completion in a fresh event loop
     (it refuses inside a running one: await `aexecute` there).
 
-    Example:
+    Examples:
         >>> loop = FunctionLoop(lambda q: q.upper())
         >>> loop.execute("hi")[0].output
         'HI'

@@ -60,7 +60,7 @@ E = TypeVar("E")
 class DatasetProvenance:
     """Where a run's samples came from: recorded in the run's provenance.
 
-    Example:
+    Examples:
         >>> DatasetProvenance(location="gsm8k/test.jsonl", format="jsonl",
         ...                   sha256="ab" * 32).to_dict()["format"]
         'jsonl'
@@ -410,7 +410,7 @@ class SampleFile(Generic[I, E]):
     Memory stays flat but for the ids seen (duplicate detection), and only until one pass
     has read the whole source: later passes do not check ids again.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "d.jsonl"
         >>> _ = path.write_text('{"id": "a", "input": "x", "expected": "X"}\n')

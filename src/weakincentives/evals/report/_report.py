@@ -49,7 +49,7 @@ __all__ = ["EvalReport"]
 class EvalReport:
     """Results of an evaluation run, with rates, intervals, comparisons and I/O.
 
-    Example:
+    Examples:
         >>> from weakincentives.evals import EvalResult, Score
         >>> ok = Score(value=1.0, passed=True)
         >>> report = EvalReport(results=(

@@ -6,7 +6,7 @@ before and after, the log records of the sample, metrics, `eval.json` for evalua
 and a manifest with ids, status, timings and a checksum per file. Secrets are redacted
 from every file. Read bundles with `weakincentives.debug.DebugBundle`.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> config = DebugBundleConfig(directory=Path(tempfile.mkdtemp()))
