@@ -1,4 +1,4 @@
-"""Run the ```python blocks of every docs/*.md page, in order, in one namespace per page.
+"""Run the ```python blocks of every docs/*.md page and the README, in order, one namespace each.
 
 Blocks tagged ```python nocheck are only compiled. A block that includes a file with
 pymdownx.snippets (`--8<-- "examples/my_agent.py"`, or a section of it: `"...:spec"`)
@@ -28,7 +28,7 @@ from weakincentives.adapters import FunctionAdapter, FunctionModel, FunctionRepl
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 
 _FENCE = re.compile(
     r"^```python(?P<info>[^\n`]*)\n(?P<code>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL

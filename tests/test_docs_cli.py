@@ -1,8 +1,8 @@
-"""Run every `wink` command shown in the docs, block by block, as written.
+"""Run every `wink` command shown in the docs and the README, block by block, as written.
 
-Every line starting with `wink ` in a ```bash block of a docs page runs with the installed
-`wink` in a directory where the demo (`examples/demo.py`) has written its dataset and one
-run, with `examples/` linked in. What that directory stands in for:
+Every line starting with `wink ` (or `.venv/bin/wink `) in a ```bash block of a docs page
+or the README runs with the installed `wink` in a directory where the demo
+(`examples/demo.py`) has written its dataset and one run, with `examples/` linked in. What that directory stands in for:
 
 - `RUN` is the demo run's directory.
 - A path segment `<like this>` is a name a run chose (a request id, a time): it stands for
@@ -97,7 +97,7 @@ def extract_blocks(page: Path) -> list[Block]:
         ValueError: a `nocheck` block holds a `wink` command.
     """
     text = page.read_text(encoding="utf-8")
-    name = str(page.relative_to(DOCS))
+    name = str(page.relative_to(DOCS if page.is_relative_to(DOCS) else page.parent))
     found: list[Block] = []
     for match in _FENCE.finditer(text):
         first = text.count("\n", 0, match.start("code")) + 1
@@ -126,6 +126,7 @@ def _commands(page: str, first: int, code: str) -> list[Example]:
             i += 1
             command = command[:-1].rstrip() + " " + lines[i].strip()
         i += 1
+        command = command.removeprefix(".venv/bin/")  # the README's "without activating"
         if not command.startswith("wink "):
             continue
         code_match = _EXIT.search(command)
@@ -141,7 +142,8 @@ def _commands(page: str, first: int, code: str) -> list[Example]:
     return found
 
 
-BLOCKS = [block for page in sorted(DOCS.rglob("*.md")) for block in extract_blocks(page)]
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
+BLOCKS = [block for page in PAGES for block in extract_blocks(page)]
 EXAMPLES = [example for block in BLOCKS for example in block.examples]
 
 
@@ -359,7 +361,7 @@ def run_block(block: Block, demo: Demo) -> None:
 
 def test_the_docs_show_wink_commands() -> None:
     pages = {example.page for example in EXAMPLES}
-    assert {"getting-started.md", "query.md", "distributed.md", "viewer.md"} <= pages
+    assert {"getting-started.md", "query.md", "distributed.md", "viewer.md", "README.md"} <= pages
     assert any(example.serves for example in EXAMPLES)
     assert len(EXAMPLES) >= 10
 
