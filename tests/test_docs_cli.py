@@ -2,7 +2,8 @@
 
 Every line starting with `wink ` (or `.venv/bin/wink `) in a ```bash block of a docs page
 or the README runs with the installed `wink` in a directory where the demo
-(`examples/demo.py`) has written its dataset and one run, with `examples/` linked in. What that directory stands in for:
+(`examples/demo.py`) has written its dataset and one run, with `examples/` linked in.
+What that directory stands in for:
 
 - `RUN` is the demo run's directory.
 - A path segment `<like this>` is a name a run chose (a request id, a time): it stands for
