@@ -8,9 +8,9 @@ fingerprint can refuse a resume against another model. `describe_adapter` works 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -101,7 +101,21 @@ def strip_credentials(url: str | None) -> str | None:
 
 @functools.cache
 def package_version(name: str = "weakincentives") -> str:
-    """The installed version of distribution `name` ("unknown" when it is not installed)."""
+    """The installed version of distribution `name` ("unknown" when it is not installed).
+
+    This package's own is its `__version__` (what the run fingerprint records too); others
+    are read from the installed metadata, once per process.
+    """
+    if name == "weakincentives":
+        # The root package sits above adapters in the layers, so it is not imported from
+        # here; it is always loaded before any of its submodules. Reading the metadata
+        # would cost a first run 15 ms (importing `importlib.metadata`, scanning sys.path).
+        root = sys.modules.get("weakincentives")
+        version = getattr(root, "__version__", None)
+        if isinstance(version, str):
+            return version
+    from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -23,12 +23,12 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +130,12 @@ class PriceTable:
         }
 
 
+@functools.cache
 def default_prices() -> PriceTable:
-    """The table shipped with the package."""
-    text = resources.files("weakincentives.adapters").joinpath("data/prices.json").read_text()
+    """The table shipped with the package (read once per process; every run uses it)."""
+    # A plain path next to this module, not `importlib.resources` (10 ms to import): the
+    # package is installed as files.
+    text = Path(__file__).with_name("data").joinpath("prices.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return PriceTable(
         _models(data.get("models"), "the package price table"),
