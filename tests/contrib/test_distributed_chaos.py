@@ -96,7 +96,9 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_nothing(
     stop = threading.Event()
 
     def chaos() -> None:
-        while not stop.wait(rng.uniform(0.8, 1.2)):
+        # A dozen kills, then the survivors finish: a loaded machine starts workers
+        # slowly, and an endless kill loop would measure its speed, not exactly-once.
+        while len(workers.killed) < 12 and not stop.wait(rng.uniform(0.8, 1.2)):
             if workers.kill_one(rng, min_age=0.3):
                 workers.spawn()
 
@@ -108,7 +110,7 @@ def test_sigkilled_workers_lose_nothing_and_duplicate_nothing(
         killer.start()
         report = run_distributed(
             questions(300), redis_url=redis_server.url, namespace=namespace, run_store=store,
-            timeout=50,
+            timeout=240,
         )  # fmt: skip
     finally:
         stop.set()
@@ -176,7 +178,7 @@ def test_workers_and_the_client_ride_out_a_redis_outage_and_restart(
                 redis_url=private_server.url,
                 namespace=namespace,
                 run_store=store,
-                timeout=50,
+                timeout=240,
                 progress=progress,
             )
         ),
@@ -193,7 +195,7 @@ def test_workers_and_the_client_ride_out_a_redis_outage_and_restart(
             lambda: "backend unreachable while" in workers.logs(), what="an outage seen by a worker"
         )
         private_server.start()
-        client.join(55)
+        client.join(245)
         survivors = [w.alive() for w, _ in workers.live]
         logs = workers.logs()
     finally:
