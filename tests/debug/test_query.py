@@ -158,7 +158,8 @@ def test_results_has_one_row_per_key_and_the_last_line_wins(run_dir: Path) -> No
     s1, s2, s3, _ = rows
     assert s1 == {
         "run_id": "r1", "sample_id": "s1", "experiment": "baseline", "epoch": 0,
-        "request_id": "req-s1-baseline-0", "passed": 1, "score": pytest.approx(0.875),
+        "request_id": "req-s1-baseline-0", "session_id": None, "passed": 1,
+        "score": pytest.approx(0.875),
         "reason": "exact", "reward": pytest.approx(0.875), "latency_ms": 102.0,
         "input_tokens": 20, "output_tokens": 5, "cached_tokens": 2, "total_tokens": 25,
         "cost_usd": None, "judge_cost_usd": None,
@@ -184,7 +185,7 @@ def test_results_agree_with_the_run_stores_latest_results(run_dir: Path) -> None
         assert row["score"] == pytest.approx(result.score.value)
         assert row["reward"] == pytest.approx(result.score.reward)
         assert row["total_tokens"] == result.tokens
-        assert row["request_id"] == result.request_id
+        assert (row["request_id"], row["session_id"]) == (result.request_id, result.session_id)
         assert row["error"] == result.error and row["delivery_count"] == result.delivery_count
         assert json.loads(row["metadata"]) == result.metadata
         assert json.loads(row["metrics"]) == {m.name: m.value for m in result.score.metrics}

@@ -96,7 +96,7 @@ def samples(n: int) -> list[Sample[Question, Answer]]:
 
 def comparable(result: EvalResult) -> dict[str, Any]:
     fields = dataclasses.asdict(result)
-    for key in ("request_id", "latency_ms", "bundle_path", "run_id"):
+    for key in ("request_id", "session_id", "latency_ms", "bundle_path", "run_id"):
         del fields[key]
     return fields
 
@@ -115,6 +115,8 @@ def test_the_runner_awaits_an_async_agent_with_the_sync_paths_results() -> None:
         comparable(r) for r in sorted(expected.results, key=key)
     ]
     assert got.pass_rate == pytest.approx(36 / 40)
+    assert all(r.session_id for r in got.results)  # each its own run's session
+    assert len({r.session_id for r in got.results}) == 40
     assert model.most == 40  # every sample in flight at once ...
     assert len(model.threads) == 1  # ... as tasks on the event loop's thread
 

@@ -332,7 +332,7 @@ def test_a_result_with_nowhere_to_go_is_dropped_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="weakincentives.evals"):
         drain(loop)
 
-    assert "its result is dropped" in caplog.text
+    assert "its answer is dropped" in caplog.text
     assert loop.stats.succeeded == 1 and mailbox_empty(requests)
 
 

@@ -75,6 +75,7 @@ def comparable(result: EvalResult) -> dict[str, Any]:
     fields = dataclasses.asdict(result)
     for key in ("request_id", "latency_ms", "bundle_path"):
         del fields[key]
+    fields["session_id"] = fields["session_id"] is not None  # a fresh id per run, if any
     return fields
 
 
@@ -263,6 +264,8 @@ def test_evaluate_async_gives_the_outcome_evaluate_gives(
         assert got.result.request_id == want.result.request_id
         assert (got.failed_stage, type(got.exception)) == (want.failed_stage, type(want.exception))
         assert (got.session is None, got.response) == (want.session is None, want.response)
+        if got.session is not None:
+            assert got.result.session_id == got.session.session_id
         if got.session is not None and want.session is not None:
             assert steps_of(got.session) == steps_of(want.session)
     sessions = [o.session for o in outcomes if o.session is not None]

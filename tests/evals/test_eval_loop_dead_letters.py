@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.redis_server import delete_namespace, shared_redis, unique_namespace
+from tests.helpers.backends import Backend
 from weakincentives import serde
 from weakincentives.errors import (
     AdapterConnectionError,
@@ -36,30 +36,8 @@ from weakincentives.evals import (
 )
 from weakincentives.experiment import BASELINE
 from weakincentives.runtime import DLQPolicy, FunctionLoop, RetryPolicy
-from weakincentives.runtime.mailbox import InMemoryMailbox, Mailbox
 
 NO_WAIT = RetryPolicy(max_attempts=10, base_delay=0.0, jitter=0.0)
-
-
-class Backend:
-    """Makes the mailboxes of one test on one backend."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.namespace = unique_namespace()
-        self.client: Any = shared_redis().client() if kind == "redis" else None
-
-    def mailbox(self, name: str, body_type: Any = None) -> Mailbox[Any, Any]:
-        if self.kind == "memory":
-            return InMemoryMailbox(name)
-        from weakincentives.contrib.mailbox import RedisMailbox
-
-        return RedisMailbox(name, client=self.client, namespace=self.namespace, body_type=body_type)
-
-    def close(self) -> None:
-        if self.client is not None:
-            delete_namespace(self.client, self.namespace)
-            self.client.close()
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

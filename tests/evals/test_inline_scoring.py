@@ -328,9 +328,10 @@ def test_with_an_environment_scoring_stays_in_a_worker_thread(backend: str) -> N
 
 
 def _comparable(result: EvalResult) -> dict[str, Any]:
-    """Every field but the request id (fresh per request)."""
+    """Every field but the request and session ids (fresh per request; a session's presence)."""
     record = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
     del record["request_id"]
+    record["session_id"] = record["session_id"] is not None
     return record
 
 

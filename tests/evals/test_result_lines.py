@@ -1,7 +1,7 @@
 """What the local runner writes to a run store, byte for byte, is stable.
 
 Each scenario runs a small dataset through `run_eval` (one sample at a time, so lines come
-in order) and compares `results.jsonl`, with request ids, run ids and latencies masked,
+in order) and compares `results.jsonl`, with request, session and run ids and latencies masked,
 to `golden/result_lines.txt`. A deliberate change of the result format regenerates it:
 `.venv/bin/python -m tests.evals.test_result_lines`.
 """
@@ -22,6 +22,8 @@ GOLDEN = Path(__file__).parent / "golden" / "result_lines.txt"
 MASKS = (
     (re.compile(rb'"request_id":"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"'),
      b'"request_id":"<uuid4>"'),
+    (re.compile(rb'"session_id":"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"'),
+     b'"session_id":"<uuid4>"'),
     (re.compile(rb'"run_id":"[^"]+"'), b'"run_id":"<run>"'),
     (re.compile(rb'"latency_ms":[0-9.e+-]+'), b'"latency_ms":<ms>'),
     (re.compile(rb'"duration_ms":[0-9.e+-]+'), b'"duration_ms":<ms>'),

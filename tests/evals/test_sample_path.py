@@ -98,9 +98,11 @@ def test_execute_function_records_what_execute_sample_records(
     general, fast = outcomes
     assert fast.result == general.result
     assert serde.dumps(fast.result) == serde.dumps(general.result)
+    # The general path made a session nothing reads: like the fast path, it names none.
+    assert general.session is not None and fast.session is None
+    assert general.result.session_id is None
     assert type(fast.exception) is type(general.exception)
     assert fast.failed_stage == general.failed_stage
-    assert fast.session is None
 
 
 def _aware(output: str, expected: str, session: Session) -> Score:
@@ -124,9 +126,10 @@ def test_execute_function_makes_the_session_when_it_is_read(
     loop: FunctionLoop[str, str] = FunctionLoop(fn, clock=clock)
     fast = execute_function(loop, evaluator, request, clock=clock)
     general = execute_sample(loop, evaluator, request, clock=clock)
-    assert fast.session is not None
+    assert fast.session is not None and general.session is not None
     assert fast.session[PromptExecuted].latest() is not None
-    assert fast.result == general.result
+    assert fast.result.session_id == fast.session.session_id
+    assert fast.result == dataclasses.replace(general.result, session_id=fast.session.session_id)
 
 
 def _full_result(score: Score, *, error: str | None = None) -> EvalResult:
@@ -138,11 +141,11 @@ def _full_result(score: Score, *, error: str | None = None) -> EvalResult:
         metadata={"topic": "x"}, output={"answer": 1},
         messages=(ChatMessage(role="assistant", content="hi"),),
         tool_calls=(ToolCallRecord("search", {"q": "x"}, "found", True),),
-        delivery_count=2, environment={"state": 1},
+        delivery_count=2, environment={"state": 1}, session_id="session-1",
     )  # fmt: skip
 
 
-SLIMMED = {"messages", "tool_calls", "output", "request_id"}
+SLIMMED = {"messages", "tool_calls", "output", "request_id", "session_id"}
 
 
 @pytest.mark.parametrize(

@@ -212,7 +212,7 @@ def test_failures_are_answered_with_their_kind() -> None:
     assert got[sent[None].request_id].output == Answer(4.0, "The calculator returned 4.")
 
 
-def test_transient_failures_are_retried_then_answered() -> None:
+def test_transient_failures_are_retried_then_dead_lettered_and_answered() -> None:
     calls = Counter[str]()
 
     def hook(request: ModelRequest) -> None:
@@ -238,9 +238,12 @@ def test_transient_failures_are_retried_then_answered() -> None:
     got = {r.request_id: r for r in replies(answers)}
     assert (got[blip.request_id].ok, got[blip.request_id].delivery_count) == (True, 2)
     failed = got[always.request_id]
-    assert (failed.error_kind, failed.delivery_count) == ("agent", 3)  # RetryPolicy's limit
-    assert failed.error == "AdapterConnectionError: connection refused"
-    assert stats.retried == 3 and dead.approximate_count() == 0
+    # RetryPolicy's limit (3) is below the DLQ's (5): given up on, dead-lettered, answered.
+    assert (failed.error_kind, failed.delivery_count) == ("dead_letter", 3)
+    assert failed.error == (
+        "dead-lettered after 3 deliveries (exhausted): AdapterConnectionError: connection refused"
+    )
+    assert stats.retried == 3 and stats.dead_lettered == 1 and dead.approximate_count() == 1
 
 
 def test_a_body_that_is_not_a_request_is_dead_lettered_at_once() -> None:

@@ -82,20 +82,15 @@ CONTRADICTIONS: tuple[Contradiction, ...] = (
         "`EvalResult.usage` holds the tokens and `EvalResult.tokens` reads their total.",
     ),
     Contradiction(
-        "evaluation-abstractions.md (`EvalResult.trajectory`, `Sample.ground_truth`, "
-        "`evaluate(samples, config, score_fn)`) vs EVALS.md (`expected`, `EvalLoop`)",
+        "evaluation-abstractions.md (`Sample.ground_truth`, `evaluate(samples, config, "
+        "score_fn)`) vs EVALS.md (`expected`, `EvalLoop`)",
         "the second design's names",
-        "its capabilities in this project's API (spec/README.md): `ground_truth` is an alias "
-        "of `expected`; a trajectory scorer receives the `Trajectory`, and the result keeps "
-        "its parts (`output`, `messages`, `tool_calls`, `usage`) rather than the object; "
-        "`EvalConfig` carries the target and the run options.",
-    ),
-    Contradiction(
-        "guide-evaluation-chapter.md's class diagram (`EvalResult.session_id`) vs EVALS.md's "
-        "EvalResult table (no session id)",
-        "whether a result names its session",
-        "EVALS.md wins: no `session_id` on the result; a debug bundle's manifest records the "
-        "session id (`bundle.manifest.ids.session_id`).",
+        "both spellings work (spec/README.md: its capabilities in this project's API): "
+        "`ground_truth` is an alias of `expected`; `samples=`, `config=` and `score_fn=` are "
+        "keyword aliases of `evaluate`'s `dataset`, `target` and `evaluator` (both spellings "
+        "of one argument: `TypeError`); `EvalConfig` carries the target and the run options; "
+        "`EvalResult.trajectory` is a view of the result's parts (`output`, `messages`, "
+        "`tool_calls`, `usage`), not a second stored copy, and has no session.",
     ),
     Contradiction(
         "EVALS.md ('Visibility timeout ensures exactly-once', 'Sequential execution', "
@@ -173,14 +168,22 @@ ALIASES: tuple[Alias, ...] = (
     Alias(
         "`evaluate(samples, config, score_fn, prepare_messages, environment_factory)`",
         "`evaluate(dataset, target_or_config, evaluator, prepare_messages, *, "
-        "environment_factory=...)`: the same order; the first three keywords are named "
-        "differently",
+        "environment_factory=...)`: the same order; `samples=`, `config=` and `score_fn=` "
+        "are keyword aliases of the first three (passing both spellings is a `TypeError`)",
         "evaluation-abstractions.md",
     ),
     Alias(
         "`EvalResult.trajectory`",
-        "none: a trajectory scorer gets the `Trajectory`; the result keeps its parts",
+        "the same: a read-only `Trajectory` built from `output`, `messages`, `tool_calls` "
+        "and `usage` (no session)",
         "evaluation-abstractions.md",
+    ),
+    Alias(
+        "`EvalResult.session_id`",
+        "the same: the id of the session the sample ran in (its bundle's "
+        "`ids.session_id`; None when nothing reads the session); stored, and a column of "
+        "`wink query`'s `results`",
+        "guide-evaluation-chapter.md (class diagram)",
     ),
 )
 

@@ -3,53 +3,46 @@
 Each command group lives in its own module with a `register(app)` function:
 `_eval` (`wink eval run|report|compare|list`), `_stats` (`wink stats power`), `_query`
 (`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`). `_console` prints
-errors the one way every command shares: one line on stderr, never wrapped.
+errors the one way every command shares: one line on stderr, never wrapped. `_app`
+assembles them into `app`, the typer application.
+
+This module stays light on purpose: the console script imports it before anything else,
+and `main()` imports the application itself, so that a Ctrl-C during start-up (most of
+the first second goes to imports) ends like any other interrupt, with one line on
+stderr and exit 130, instead of a traceback from inside an import.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-from typing import Annotated
+import sys
+from typing import TYPE_CHECKING, Any
 
-import typer
-
-from weakincentives.cli import _console, _debug, _eval, _query, _stats, _worker
+if TYPE_CHECKING:
+    from weakincentives.cli._app import app
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="wink",
-    cls=_console.WinkGroup,
-    help="weakincentives: evaluate the agent you ship.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        # The distribution's version (the root package sits above the CLI in the layers).
-        typer.echo(f"wink (weakincentives) {importlib.metadata.version('weakincentives')}")
-        raise typer.Exit
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
-        ),
-    ] = False,
-) -> None:
-    """weakincentives: evaluate the agent you ship."""
-
-
-for _module in (_eval, _stats, _query, _debug, _worker):
-    _module.register(app)
+_EXIT_INTERRUPTED = 130  # `_console.EXIT_INTERRUPTED`; that module imports typer
+_STARTING = "interrupted: wink was starting; nothing was done.\n"
 
 
 def main() -> None:
     """Entry point of the `wink` console script."""
-    app()
+    try:
+        from weakincentives.cli._app import app
+
+        # Once a command runs, click turns a Ctrl-C into its own exit (130, one line);
+        # an interrupt that gets here came while typer was still building the commands.
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write(_STARTING)
+        sys.stderr.flush()
+        raise SystemExit(_EXIT_INTERRUPTED) from None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from weakincentives.cli._app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

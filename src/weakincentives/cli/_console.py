@@ -32,6 +32,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "INTERRUPTED",
     "WinkGroup",
     "error_console",
     "fail",
@@ -50,6 +51,9 @@ EXIT_INTERRUPTED = 130
 """Interrupted by Ctrl-C (SIGINT)."""
 EXIT_TERMINATED = 143
 """Stopped by SIGTERM."""
+
+INTERRUPTED = "stopped before the command finished."
+"""What a Ctrl-C that a command does not handle itself prints (after `interrupted:`)."""
 
 
 def error_console() -> Console:
@@ -108,8 +112,17 @@ class WinkGroup(TyperGroup):
 
     typer draws a usage error (an unknown option, a value out of range) in a rich panel
     as wide as the terminal, so piped output is cut at 80 columns. This prints
-    `error: <message>` and the help hint instead, each on one line.
+    `error: <message>` and the help hint instead, each on one line. A Ctrl-C that a
+    command does not handle itself (typer would exit 130 without a word) is one line too.
     """
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; an unhandled Ctrl-C is one line and exit 130."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print_error(INTERRUPTED, label="interrupted", style="yellow")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     def main(  # type: ignore[override]  # click's overloads; same parameters
         self,

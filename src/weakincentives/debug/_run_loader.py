@@ -68,6 +68,7 @@ FIELDS: Mapping[str, str] = {
     "experiment": "j ->> '$.experiment_name'",
     "epoch": "coalesce(j ->> '$.epoch', 0)",
     "request_id": "j ->> '$.request_id'",
+    "session_id": "j ->> '$.session_id'",
     "passed": "coalesce(j ->> '$.score.passed', (j ->> '$.score.value') >= 0.5, 0)",
     "score": "j ->> '$.score.value'",
     "reason": "j ->> '$.score.reason'",

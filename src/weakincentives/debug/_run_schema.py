@@ -114,6 +114,7 @@ RUN_TABLES: tuple[TableSpec, ...] = (
     TableSpec("results", "one row per sample x experiment x epoch (the last line wins)", (
         *_KEY_COLUMNS,
         ("request_id", "TEXT", "Id of the EvalRequest."),
+        ("session_id", "TEXT", "Id of the sample's session (its bundle's ids.session_id)."),
         ("passed", "INTEGER", "1 when scored and passed; errors never pass."),
         ("score", "REAL", "Score value (0 for errors)."),
         ("reason", "TEXT", "Why the score: what was found and expected."),

@@ -70,7 +70,7 @@ _MAX_LISTED = 3
 
 
 _RESULT_FIELDS = (
-    "sample_id", "experiment", "epoch", "request_id", "passed", "score", "reason",
+    "sample_id", "experiment", "epoch", "request_id", "session_id", "passed", "score", "reason",
     "latency_ms", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
     "judge_cost_usd", "error_kind", "error", "metadata", "output", "input", "expected",
     "bundle_path", "delivery_count",
@@ -93,7 +93,7 @@ def _fill_results_sql(*, score_metrics: bool) -> str:
     reward, metrics = (REWARD, METRICS) if score_metrics else ("NULL", "NULL")
     return f"""
 INSERT INTO results
-SELECT :run_id, sample_id, experiment, epoch, request_id,
+SELECT :run_id, sample_id, experiment, epoch, request_id, session_id,
     error IS NULL AND passed, score, reason, {reward},
     latency_ms, input_tokens, output_tokens, cached_tokens, input_tokens + output_tokens,
     cost_usd, judge_cost_usd, error_kind, error, metadata, output, input, expected, {metrics},

@@ -28,7 +28,8 @@ Everything above imports from here. Where it lives, one subpackage per concept, 
 importing only the parts before it in this list (a test checks it, and that there is
 no import cycle):
 
-- `_records.py`: the records every part shares (`Sample`, `Score`, `EvalResult`, ...);
+- `_values.py`: how a result records values (`RecordInputs`, `recorded_value`), re-exported
+  by `_records.py`: the records every part shares (`Sample`, `Score`, `EvalResult`, ...);
 - `stats/`: the statistics, on plain numbers;
 - `dataset/`: datasets, loading and hashing;
 - `scoring/`: evaluator protocols, built-in evaluators, session checks, the LLM judge;

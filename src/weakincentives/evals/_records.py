@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import uuid
@@ -15,7 +14,15 @@ from typing import Any, Generic, Literal, TypeVar, cast
 from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
-from weakincentives.runtime.session import ChatMessage, TokenUsage
+from weakincentives.runtime.session import ChatMessage, SessionViewProtocol, TokenUsage
+
+from ._values import (
+    ADAPTERS_ATTR,
+    DEFAULT_VALUE_LIMIT,
+    RecordInputs,
+    error_message,
+    recorded_value,
+)
 
 __all__ = [
     "ADAPTERS_ATTR",
@@ -29,6 +36,7 @@ __all__ = [
     "Sample",
     "Score",
     "ToolCallRecord",
+    "Trajectory",
     "build_request",
     "build_result",
     "error_message",
@@ -369,6 +377,27 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Trajectory:
+    """What happened while the agent ran one sample, as a trajectory scorer sees it.
+
+    A trajectory scorer (`evals.scoring`) gets one built from the live run, session
+    included; `EvalResult.trajectory` builds one from a recorded result (no session).
+    """
+
+    messages: tuple[ChatMessage, ...] = ()
+    """The conversation, oldest first (the final answer is usually `messages[-1]`)."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Tool calls made during the run, in order."""
+    output: Any = None
+    """The agent's output (structured output, else the final text; None if there was none)."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """Tokens used by the run."""
+    session: SessionViewProtocol | None = None
+    """Read-only view of the run's session. A run with an `environment_factory` has its
+    environment seeded there under its own type: `session[MyEnv].latest()`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EvalResult:
     """The outcome of evaluating one sample under one experiment (and epoch)."""
 
@@ -416,6 +445,22 @@ class EvalResult:
     """Dollars the agent's model calls cost (None: unpriced, or no model was called)."""
     judge_cost: float | None = None
     """Dollars the judge's model calls cost (None: no judge, or its model is unpriced)."""
+    session_id: str | None = None
+    """Id of the session the sample ran in (its debug bundle's `ids.session_id`); None
+    when nothing reads that session: a plain function target (no `session=` parameter)
+    scored by a plain evaluator, without a bundle or an environment, on every path."""
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The run as a `Trajectory` (evaluation-abstractions.md's `EvalResult.trajectory`).
+
+        A view built from `messages`, `tool_calls`, `output` and `usage` on each access,
+        not a second stored copy; it has no `session` (a result does not keep one).
+        """
+        return Trajectory(
+            messages=self.messages, tool_calls=self.tool_calls, output=self.output,
+            usage=self.usage,
+        )  # fmt: skip
 
     @property
     def sample(self) -> Sample[Any, Any]:
@@ -477,6 +522,7 @@ def build_result(
     expected: Any = None,
     cost: float | None = None,
     judge_cost: float | None = None,
+    session_id: str | None = None,
 ) -> EvalResult:
     """`EvalResult(...)` for the per-sample path: the same value in half the time.
 
@@ -490,7 +536,7 @@ def build_result(
         set_sample_id, set_experiment_name, set_score, set_latency_ms, set_error,
         set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
         set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
-        set_environment, set_input, set_expected, set_cost, set_judge_cost,
+        set_environment, set_input, set_expected, set_cost, set_judge_cost, set_session_id,
     ) = _RESULT_SLOTS  # fmt: skip
     result = object.__new__(EvalResult)
     set_sample_id(result, sample_id)
@@ -514,69 +560,5 @@ def build_result(
     set_expected(result, expected)
     set_cost(result, cost)
     set_judge_cost(result, judge_cost)
+    set_session_id(result, session_id)
     return result
-
-
-ADAPTERS_ATTR = "__wink_adapters__"
-"""Attribute of an evaluator holding the adapters it calls (LLM judges, and combinators
-of them), so a run can record which models scored it."""
-
-
-DEFAULT_VALUE_LIMIT = 2000
-"""Characters of a sample's input or expected value kept on each result (JSON form)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecordInputs:
-    """Whether and how results keep their sample's input and expected value.
-
-    Examples:
-        >>> RecordInputs(limit=5).value("abcdefgh")
-        'abcde…[truncated: 8 chars]'
-    """
-
-    enabled: bool = True
-    """False: results carry no input nor expected (for sensitive data)."""
-    limit: int = DEFAULT_VALUE_LIMIT
-    """Characters kept; a longer value (its JSON text, for structured values) is cut and
-    ends with `…[truncated: N chars]`, N being its full length."""
-
-    def value(self, value: Any) -> Any:
-        """`value` as recorded (see `recorded_value`); None when disabled."""
-        return recorded_value(value, self.limit) if self.enabled else None
-
-
-def recorded_value(value: Any, limit: int = DEFAULT_VALUE_LIMIT) -> Any:
-    """The JSON form of `value`, or its JSON text cut at `limit` characters with a marker.
-
-    Strings, numbers, booleans and None are kept as they are when short enough; other
-    values become their JSON form (`serde.dump`; their `repr` when they cannot be).
-    """
-    if value is None or type(value) in (bool, int, float):
-        return value
-    if type(value) is str:
-        text = value
-        data: Any = value
-    else:
-        try:
-            data = serde.dump(value)
-        except Exception:  # a value we cannot serialize is still worth showing
-            data = repr(value)
-        if isinstance(data, str):
-            text = data
-        else:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    if len(text) <= limit:
-        return data
-    return f"{text[:limit]}…[truncated: {len(text)} chars]"
-
-
-def error_message(exc: BaseException) -> str:
-    """What a result records of an exception: its message, as EVALS.md shows it.
-
-    An exception without a message (`raise KeyError`) is named by its type instead. The
-    stage that failed is the result's `error_kind`; the exception itself, with its type
-    and traceback, goes to the log and the debug bundle.
-    """
-    text = str(exc)
-    return text if text else type(exc).__name__

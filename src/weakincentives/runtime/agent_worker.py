@@ -6,19 +6,20 @@ runs each through the loop under the request's experiment and replies an
 `AgentLoop.run(requests)` is the short form; hand the worker itself to a `LoopGroup` to
 run it beside an `EvalLoop`.
 
-Failures are data: an agent that raises, passes its deadline or its token budget is
-answered with a result that carries the error and its kind. Only transient failures
-(`TRANSIENT_ERRORS`: connection errors, provider timeouts, rate limits, 5xx) are
-retried, through the worker's retry and dead-letter policies, and the last allowed
-delivery answers with the error. A body that is not an `AgentLoopRequest` goes to the
-dead-letter queue at once.
+Failures are data, by the rule `EvalLoop` follows too (`runtime.answering`): an agent
+that raises, passes its deadline or its token budget is answered at once with a result
+that carries the error and its kind. Transient failures (`TRANSIENT_ERRORS`: connection
+errors, provider timeouts, rate limits, 5xx) are retried through the mailbox with
+backoff, dead-lettered once the retry or dead-letter policy gives up, and then answered
+with an error of kind `dead_letter`. A body that is not an `AgentLoopRequest` goes to
+the dead-letter queue at once (and is answered when it names its request id).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
@@ -34,13 +35,18 @@ from weakincentives.errors import (
     RateLimitError,
 )
 from weakincentives.experiment import BASELINE, Experiment
+from weakincentives.runtime.answering import (
+    AnsweringWorker,
+    dead_letter_error,
+    reply_target,
+    with_decode_errors_dead_lettered,
+)
 from weakincentives.runtime.bundle import DebugBundleConfig, bundle_recorder
-from weakincentives.runtime.dlq import DLQPolicy, RetryPolicy, failure_action
+from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy, failure_action
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.mailbox import MAX_WAIT_SECONDS, Mailbox, Message
 from weakincentives.runtime.session import TokenUsage
-from weakincentives.runtime.worker import MailboxWorker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -75,10 +81,11 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 """Agent failures worth another delivery while the retry and dead-letter policies allow."""
 
-AgentErrorKind = Literal["agent", "timeout", "budget"]
+AgentErrorKind = Literal["agent", "timeout", "budget", "dead_letter"]
 """Why a request has no answer: the agent raised (`agent`), passed its deadline or a
-provider timed out for good (`timeout`), or it used more tokens than its budget
-(`budget`)."""
+provider timed out for good (`timeout`), it used more tokens than its budget
+(`budget`), or the worker gave its message up (`dead_letter`: a transient failure on
+every delivery allowed, or a body that could not be decoded)."""
 
 
 # No slots on generic values: `AgentLoopRequest[str](...)` sets __orig_class__, which
@@ -143,39 +150,15 @@ def should_retry(
     retry: RetryPolicy,
     dlq: DLQPolicy[Any] | None,
 ) -> bool:
-    """Whether a handler should raise `error` for another delivery instead of answering.
+    """Whether the worker would retry `error` on another delivery (`failure_action`).
 
-    True when `error` is transient and the worker would retry it (`failure_action`
-    says `retry`), so raising it never leads to a dead-lettered, unanswered message.
+    True when `error` is transient and the policies still allow a retry. (The workers
+    of this package raise every transient failure and answer the message once it is
+    given up on, see `runtime.answering`; this answers the narrower question.)
     """
     if not isinstance(error, transient):
         return False
     return failure_action(error, delivery_count, retry=retry, dlq=dlq) == "retry"
-
-
-def with_decode_errors_dead_lettered(dlq: DLQPolicy[T] | None) -> DLQPolicy[T] | None:
-    """Return `dlq` with `MessageDecodeError` among the errors dead-lettered at once.
-
-    A body of the wrong type will not decode better on a second delivery.
-    """
-    if dlq is None or any(issubclass(MessageDecodeError, t) for t in dlq.dead_letter_on):
-        return dlq
-    return dataclasses.replace(dlq, dead_letter_on=(*dlq.dead_letter_on, MessageDecodeError))
-
-
-def reply_target(
-    message: Message[Any, Any], results: Mailbox[Any, Any] | None
-) -> Mailbox[Any, Any] | None:
-    """Where the answer to `message` goes: its `reply_to`, else `results`, else nowhere.
-
-    Called before the work starts, so a reply-to name that cannot be resolved fails the
-    delivery before any work is spent on it.
-
-    Raises:
-        MailboxResolutionError: The reply-to name cannot be resolved.
-    """
-    target = message.reply_to
-    return target if target is not None else results
 
 
 class _ServedLoop(Protocol):
@@ -199,7 +182,7 @@ class _ServedLoop(Protocol):
     ) -> tuple[PromptResponse[Any], Session]: ...
 
 
-class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]):
+class AgentLoopWorker(AnsweringWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]):
     """Answers `AgentLoopRequest`s from `requests` with `loop` (see the module docstring).
 
     Args:
@@ -212,10 +195,12 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         max_concurrent: Requests in flight at once.
         retry: Retry limit and backoff for transient failures.
         dlq: Dead-letter policy; with one, bodies that are not `AgentLoopRequest`s go there
-            at once and transient failures are retried up to `dlq.max_deliveries`.
+            at once and transient failures are retried up to `dlq.max_deliveries`, then
+            dead-lettered (and answered with an error of kind `dead_letter`).
         lease: Heartbeat-driven visibility extension while a request runs.
         debug_bundle: Write one debug bundle (kind `agent`) per request.
-        transient_errors: Agent exceptions retried before an error is answered.
+        transient_errors: Agent exceptions retried through the mailbox; once the retry or
+            dead-letter policy gives up, answered with an error of kind `dead_letter`.
         visibility_timeout: Visibility timeout of each receive.
         wait_time_seconds: Long poll of each receive.
 
@@ -243,23 +228,21 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         visibility_timeout: float = 300.0,
         wait_time_seconds: float = MAX_WAIT_SECONDS,
     ) -> None:
-        self._retry_policy = retry or RetryPolicy()
-        self._dlq_policy = with_decode_errors_dead_lettered(dlq)
         super().__init__(
             requests=requests,
+            results=results,
+            transient_errors=transient_errors,
+            retry=retry,
+            dlq=dlq,
             name=name or f"{loop.name}({requests.name})",
             clock=clock or loop.clock,
             max_concurrent=max_concurrent,
-            retry=self._retry_policy,
-            dlq=self._dlq_policy,
             lease=lease,
             visibility_timeout=visibility_timeout,
             wait_time_seconds=wait_time_seconds,
         )
         self.loop = loop
-        self.results = results
         self.debug_bundle = debug_bundle
-        self.transient_errors = transient_errors
 
     def handle(
         self,
@@ -294,15 +277,28 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         request: AgentLoopRequest[Any],
         result: AgentLoopResult[Any],
     ) -> None:
-        if target is not None:
-            target.send(result)
-        else:
-            _log.warning(
-                "%s: request %s has no reply_to and the worker has no results mailbox; "
-                "its answer is dropped",
-                self.name,
-                request.request_id,
-            )
+        self.send_answer(target, result, request.request_id)
+
+    def dead_letter_answer(
+        self,
+        message: Message[AgentLoopRequest[Any], AgentLoopResult[Any]],
+        letter: DeadLetter[Any],
+    ) -> AgentLoopResult[Any] | None:
+        """The error answer (kind `dead_letter`) to a request given up on.
+
+        None when the body names no request id (a body that is no request at all).
+        """
+        request_id = _request_id_of(letter.body)
+        if request_id is None:
+            return None
+        return AgentLoopResult(
+            request_id=request_id,
+            output=None,
+            text=None,
+            error=dead_letter_error(letter),
+            error_kind="dead_letter",
+            delivery_count=letter.delivery_count,
+        )
 
     def serve(
         self,
@@ -375,15 +371,8 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
     def _failed(
         self, error: Exception, request: AgentLoopRequest[Any], delivery_count: int, rec: Any
     ) -> AgentLoopResult[Any]:
-        """The error answer of a run that raised (re-raises what may be retried)."""
-        if should_retry(
-            error,
-            delivery_count,
-            transient=self.transient_errors,
-            retry=self._retry_policy,
-            dlq=self._dlq_policy,
-        ):
-            raise error
+        """The error answer of a run that raised (re-raises a transient failure)."""
+        self.raise_if_transient(error)
         kind = _error_kind(error)
         rec.set_error(kind, error)
         return AgentLoopResult(
@@ -406,6 +395,17 @@ def _request_of(
             "AgentLoopRequest(request, experiment=...) bodies to an agent loop's mailbox",
         )
     return request
+
+
+def _request_id_of(body: object) -> uuid.UUID | None:
+    """The request id a dead-lettered body names (a request, or its JSON form)."""
+    if isinstance(body, AgentLoopRequest):
+        return body.request_id
+    raw = body.get("request_id") if isinstance(body, Mapping) else None
+    try:
+        return uuid.UUID(str(raw)) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def _answer(

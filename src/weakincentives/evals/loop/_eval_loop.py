@@ -17,20 +17,16 @@ from typing import Any
 
 from weakincentives.adapters.pricing import PriceTable, default_prices
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import ConfigurationError, MailboxResolutionError
+from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop
-from weakincentives.runtime.agent_worker import (
-    TRANSIENT_ERRORS,
-    reply_target,
-    with_decode_errors_dead_lettered,
-)
+from weakincentives.runtime.agent_worker import TRANSIENT_ERRORS
+from weakincentives.runtime.answering import AnsweringWorker, reply_target
 from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundle_recorder
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget
 from weakincentives.runtime.mailbox import Mailbox, Message
 from weakincentives.runtime.threads import call_abandonable
-from weakincentives.runtime.worker import MailboxWorker
 
 from .._records import DEFAULT_VALUE_LIMIT, EvalRequest, EvalResult, RecordInputs, Score
 from ..runner import (
@@ -96,7 +92,7 @@ class EvalLoopConfig:
         return None
 
 
-class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
+class EvalLoop(AnsweringWorker[EvalRequest[Any, Any], EvalResult]):
     """Evaluates samples received from `requests` and replies with `EvalResult`s.
 
     For each `EvalRequest(sample, experiment)` the loop executes the sample through
@@ -112,7 +108,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     that cannot be decoded, dead-lettered at once) is answered with an error result of
     kind `dead_letter` saying why (`on_dead_letter`), so no request goes unanswered. A
     body that arrives as a dict (a mailbox made without `body_type=`) is decoded as
-    `request_type`.
+    `request_type`. `AgentLoopWorker` follows the same rule (`runtime.answering`).
 
     An async target (`loop.is_async`: a `FunctionLoop` around an `async def`, or an
     `AgentLoop` on an async adapter such as `OpenAIAdapter`) runs its samples as tasks on
@@ -152,11 +148,10 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         request_type: Any = DEFAULT_REQUEST_TYPE,
     ) -> None:
         self.config = config or EvalLoopConfig()
-        self._retry_policy = retry or RetryPolicy()
-        self._dlq_policy = with_decode_errors_dead_lettered(dlq)
         super().__init__(
-            requests=requests, name=name, clock=clock, max_concurrent=max_concurrent,
-            retry=self._retry_policy, dlq=self._dlq_policy, lease=self.config.lease_extender,
+            requests=requests, results=results, transient_errors=self.config.transient_errors,
+            retry=retry, dlq=dlq, name=name, clock=clock, max_concurrent=max_concurrent,
+            lease=self.config.lease_extender,
         )  # fmt: skip
         self.loop = loop
         self.evaluator = evaluator
@@ -168,7 +163,6 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             self._async_executor = AsyncFunctionExecutor(
                 loop, self._scorer, budget=self.config.budget
             )
-        self.results = results
         self.request_type = request_type
         """What dict bodies are decoded as."""
         self._eval_clock = clock
@@ -181,7 +175,7 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)  # before the run: it may not resolve
         outcome = self._evaluate_in_time(request, heartbeat, message.delivery_count)
-        self._reply(message, request, outcome, target)
+        self._reply(request, outcome, target)
 
     @property
     def handles_async(self) -> bool:
@@ -195,23 +189,17 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)
         outcome = await self.evaluate_async(request, delivery_count=message.delivery_count)
-        self._reply(message, request, outcome, target)
+        self._reply(request, outcome, target)
 
     def _reply(
         self,
-        message: Message[EvalRequest[Any, Any], EvalResult],
         request: EvalRequest[Any, Any],
         outcome: SampleOutcome,
         target: Mailbox[EvalResult, Any] | None,
     ) -> None:
-        self._raise_if_retrying(outcome, message.delivery_count)
-        if target is not None:
-            target.send(outcome.result)
-        else:
-            _log.warning(
-                "%s: request %s has no reply_to and the loop has no results mailbox; "
-                "its result is dropped", self.name, request.request_id,
-            )  # fmt: skip
+        if outcome.failed_stage == "agent":  # a failure of the scoring is no transient one
+            self.raise_if_transient(outcome.exception)
+        self.send_answer(target, outcome.result, request.request_id)
 
     async def evaluate_async(
         self, request: EvalRequest[Any, Any], *, delivery_count: int = 1
@@ -324,48 +312,11 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
             experiment=request.experiment.name, run_id=request.run_id,
         )  # fmt: skip
 
-    def _raise_if_retrying(self, outcome: SampleOutcome, delivery_count: int) -> None:
-        """Re-raise a transient agent failure: the worker's policies decide what follows.
-
-        An infrastructure failure that outlived the adapter's own retries
-        (`EvalLoopConfig.transient_errors`) is raised as itself, so the worker retries it
-        with backoff and, once the retry or dead-letter policy gives up, dead-letters it;
-        `on_dead_letter` then answers with an error result, so nothing is lost. Any
-        other failure is the answer, recorded at once.
-        """
-        exc = outcome.exception
-        if outcome.failed_stage != "agent" or not isinstance(exc, Exception):
-            return
-        if isinstance(exc, self.config.transient_errors):
-            raise exc
-
-    def on_dead_letter(
+    def dead_letter_answer(
         self, message: Message[EvalRequest[Any, Any], EvalResult], letter: DeadLetter[Any]
-    ) -> None:
-        """Answer a request the worker gave up on with an error result (kind `dead_letter`).
+    ) -> EvalResult | None:
+        """The error result (kind `dead_letter`) that answers a request given up on.
 
-        It goes to the request's `reply_to` (or `results`), so the sender's report
-        counts it; a body that names no sample cannot be answered (logged).
-
-        Raises:
-            MailboxError: The answer could not be sent (the message is kept for later).
+        None when the body names no sample (it cannot be counted by any run).
         """
-        result = dead_letter_result(message, letter)
-        if result is None:
-            _log.warning(
-                "%s: message %s names no sample; it is dead-lettered unanswered",
-                self.name, message.id,
-            )  # fmt: skip
-            return
-        try:
-            target = reply_target(message, self.results)
-        except MailboxResolutionError as exc:
-            _log.warning("%s: cannot answer message %s: %s", self.name, message.id, exc)
-            return
-        if target is None:
-            _log.warning(
-                "%s: request %s has no reply_to and the loop has no results mailbox; its "
-                "dead-letter result is dropped", self.name, result.request_id,
-            )  # fmt: skip
-            return
-        target.send(result)
+        return dead_letter_result(message, letter)

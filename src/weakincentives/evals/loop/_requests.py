@@ -19,6 +19,7 @@ from typing import Any
 
 from weakincentives import serde
 from weakincentives.errors import MessageDecodeError
+from weakincentives.runtime.answering import dead_letter_error
 from weakincentives.runtime.dlq import DeadLetter
 from weakincentives.runtime.mailbox import Message
 
@@ -68,12 +69,7 @@ def dead_letter_result(message: Message[Any, Any], letter: DeadLetter[Any]) -> E
     fields = _request_fields(message, letter)
     if fields is None:
         return None
-    error_type = letter.error_type.rpartition(".")[2]
-    deliveries = "delivery" if letter.delivery_count == 1 else "deliveries"
-    error = (
-        f"dead-lettered after {letter.delivery_count} {deliveries} ({letter.reason}): "
-        f"{error_type}: {letter.error_message}"
-    )
+    error = dead_letter_error(letter)
     return EvalResult(
         sample_id=fields["sample_id"], experiment_name=fields["experiment"],
         epoch=fields["epoch"], request_id=fields["request_id"], run_id=fields["run_id"],

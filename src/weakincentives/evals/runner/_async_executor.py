@@ -151,7 +151,7 @@ class AsyncFunctionExecutor:
                 score_finished, run, evaluator, request, latency_ms=latency,
                 record_transcript=record_transcript, delivery_count=delivery_count,
                 inputs=inputs, failed_session=prepared[0] if prepared else None,
-                prices=prices,
+                prices=prices, session_read=not self._plain or on_prepared is not None,
             )  # fmt: skip
         if self._inline:
             return score()

@@ -14,7 +14,7 @@ O(concurrency) memory besides the results. Of the results, the report keeps what
 - with a run store, each full result (transcript included) is appended to the store as
   it completes, and the report keeps a *slim* copy (see `slim`): scores, metrics, errors,
   latency, usage, metadata and environment, but no transcript, `output`, `request_id`,
-  nor the reason of a passed score; read those back with
+  `session_id`, nor the reason of a passed score; read those back with
   `RunStore(root).open(run_id).latest_results()`. About 0.3 KiB per result: 100,000
   results of a plain function stay under 100 MiB of peak RSS, interpreter included;
 - without a store, the report keeps the results as recorded (`record_transcript=False`
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypedDict, Unpack, cast
+from typing import Any, TypedDict, Unpack, cast, overload
 
 import anyio
 
@@ -94,12 +94,36 @@ EvalTarget = AgentLoop[Any, Any] | Callable[..., Any]
 """An `AgentLoop`, or a task function `fn(input) -> output` (sync or `async def`)."""
 
 
+@overload
 async def evaluate(
     dataset: DatasetSource,
     target: EvalTarget | EvalConfig,
     evaluator: Callable[..., Score],
     prepare_messages: PrepareMessages | None = None,
+    **options: Unpack[_Keywords],
+) -> EvalReport: ...
+
+
+@overload
+async def evaluate(
     *,
+    samples: DatasetSource,
+    config: EvalTarget | EvalConfig,
+    score_fn: Callable[..., Score],
+    prepare_messages: PrepareMessages | None = None,
+    **options: Unpack[_Keywords],
+) -> EvalReport: ...
+
+
+async def evaluate(
+    dataset: DatasetSource | None = None,
+    target: EvalTarget | EvalConfig | None = None,
+    evaluator: Callable[..., Score] | None = None,
+    prepare_messages: PrepareMessages | None = None,
+    *,
+    samples: DatasetSource | None = None,
+    config: EvalTarget | EvalConfig | None = None,
+    score_fn: Callable[..., Score] | None = None,
     experiments: Iterable[Experiment] = (BASELINE,),
     epochs: int = 1,
     max_concurrent: int = 16,
@@ -147,6 +171,10 @@ async def evaluate(
         prepare_messages: `prepare_messages(sample) -> messages`: the target receives
             these messages (as a list) instead of the sample's input, and the sample
             that is scored and recorded carries them as its `input`.
+        samples: The spec's name for `dataset` (evaluation-abstractions.md's
+            `evaluate(samples, config, score_fn)`); pass one of the two.
+        config: The spec's name for `target` (usually an `EvalConfig`); pass one.
+        score_fn: The spec's name for `evaluator` (usually a trajectory scorer); pass one.
         experiments: Experiments to run each sample under.
         epochs: Runs of each `(sample, experiment)`, numbered 0..epochs-1 (pass@k).
         max_concurrent: Samples in flight at once (worker tasks and worker threads).
@@ -191,11 +219,16 @@ async def evaluate(
             stored run is then marked interrupted and can be resumed.
 
     Raises:
+        TypeError: both spellings of one argument were given (`dataset` and `samples`,
+            `target` and `config`, `evaluator` and `score_fn`), or neither.
         ConfigurationError: the run is configured wrongly (checked before any sample runs).
         FingerprintMismatchError: `resume` names a run whose configuration changed.
         RunStoreError: the run store cannot be created, resumed or written.
         InvalidDatasetError: the dataset holds something other than `Sample`s.
     """
+    dataset = _one_of("dataset", dataset, "samples", samples)
+    target = _one_of("target", target, "config", config)
+    evaluator = _one_of("evaluator", evaluator, "score_fn", score_fn)
     if isinstance(target, EvalConfig):
         config, target = target, target.target
         experiments = config.experiments() or experiments
@@ -274,15 +307,26 @@ async def evaluate(
             response_cache.close()
 
 
-class EvaluateOptions(TypedDict, total=False):
-    """The keyword arguments of `evaluate` (and `run_eval`), as a typed dict."""
+def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """The argument given as `name` or as the spec's `alias` (exactly one of them)."""
+    if value is not None and alias_value is not None:
+        raise TypeError(
+            f"evaluate() got both {name}= and {alias}=: {alias} is the spec's name for "
+            f"{name}; pass one of them"
+        )
+    if value is None and alias_value is None:
+        raise TypeError(f"evaluate() missing required argument: {name!r} (or {alias!r})")
+    return value if value is not None else alias_value
+
+
+class _Keywords(TypedDict, total=False):
+    """`evaluate`'s keyword-only arguments (`EvaluateOptions` without `prepare_messages`)."""
 
     experiments: Iterable[Experiment]
     epochs: int
     max_concurrent: int
     timeout: float | None
     max_samples: int | None
-    prepare_messages: PrepareMessages | None
     budget: Budget | None
     store: RunStore | str | Path | None
     run_id: str | None
@@ -305,6 +349,12 @@ class EvaluateOptions(TypedDict, total=False):
     clock: Clock
     prices: PriceTable | None
     max_cost: float | None
+
+
+class EvaluateOptions(_Keywords, total=False):
+    """The keyword arguments of `evaluate` (and `run_eval`), as a typed dict."""
+
+    prepare_messages: PrepareMessages | None
 
 
 def run_eval(

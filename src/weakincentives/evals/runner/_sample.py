@@ -62,6 +62,7 @@ __all__ = [
     "execute_sample",
     "score_finished",
     "score_output",
+    "session_is_read",
 ]
 
 
@@ -135,7 +136,24 @@ def execute_sample(
         run, evaluator, request, latency_ms=latency, record_transcript=record_transcript,
         delivery_count=delivery_count, inputs=inputs,
         failed_session=prepared[0] if prepared else None, prices=prices,
+        session_read=on_prepared is not None or session_is_read(loop, evaluator),
     )  # fmt: skip
+
+
+def session_is_read(loop: AgentLoop[Any, Any], evaluator: Callable[..., Score]) -> bool:
+    """Whether anything reads the session of a run of `loop` scored by `evaluator`.
+
+    Only a plain `FunctionLoop` (its function takes no `session`) scored by a plain
+    evaluator runs unread: the fast paths skip making its session, and a result records
+    no `session_id` for it on any path (a debug bundle or an environment reads it too:
+    their callers say so with `on_prepared`).
+    """
+    return (
+        type(loop) is not FunctionLoop
+        or loop.takes_session
+        or is_trajectory_scorer(evaluator)
+        or is_session_aware(evaluator)
+    )
 
 
 def execute_function(
@@ -160,12 +178,7 @@ def execute_function(
     a many-threaded run (every thread sharing the GIL) pays in throughput. Otherwise,
     or for a subclass of `FunctionLoop`, this is `execute_sample`.
     """
-    if (
-        type(loop) is not FunctionLoop
-        or loop.takes_session
-        or is_trajectory_scorer(evaluator)
-        or is_session_aware(evaluator)
-    ):
+    if session_is_read(loop, evaluator):
         return execute_sample(
             loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
             delivery_count=delivery_count, clock=clock, inputs=inputs, prices=prices,
@@ -223,6 +236,7 @@ def score_finished(
     inputs: RecordInputs | None = None,
     failed_session: Session | None = None,
     prices: PriceTable | None = None,
+    session_read: bool = True,
 ) -> SampleOutcome:
     """`execute_sample` for a run that already happened: score and record it.
 
@@ -233,8 +247,14 @@ def score_finished(
     `ToolInvoked` events give the error result its partial transcript, tool calls and
     usage, and tell an output that did not parse (`output_parsing`) from other failures.
     With `prices`, the result records what the agent's calls cost (a failed run's too).
+    The result names the run's session (`session_id`) when `session_read` (see
+    `session_is_read`): a session nothing reads is not named, as the fast paths make none.
     """
-    record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS, prices)
+    session = failed_session if isinstance(run, BaseException) else run[1]
+    record = _Record(
+        request, delivery_count, latency_ms, inputs or RECORD_INPUTS, prices,
+        None if session is None or not session_read else session.session_id,
+    )  # fmt: skip
     if isinstance(run, BaseException):
         extras, stage = _failure_extras(failed_session, record_transcript, prices)
         kind = classify_error(run, stage)
@@ -260,6 +280,7 @@ class _Record:
     latency: float
     inputs: RecordInputs
     prices: PriceTable | None = None
+    session_id: str | None = None
 
 
 RECORD_INPUTS = RecordInputs()
@@ -337,7 +358,7 @@ def _result(
         metadata=dict(sample.metadata), output=output, messages=messages,
         tool_calls=tool_calls, delivery_count=record.delivery_count,
         input=inputs.value(sample.input), expected=inputs.value(sample.expected),
-        cost=cost, judge_cost=judge_cost,
+        cost=cost, judge_cost=judge_cost, session_id=record.session_id,
     )  # fmt: skip
 
 

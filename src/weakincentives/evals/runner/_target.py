@@ -286,6 +286,8 @@ class _AsyncFunctionTarget:
         self._wants_session = wants_session
         self._wants_env = wants_env
         self._score_inline = scores_on_loop(options.scorer)
+        scorer = options.scorer
+        self._scorer_reads_session = is_trajectory_scorer(scorer) or is_session_aware(scorer)
 
     @property
     def identity(self) -> str:
@@ -359,8 +361,10 @@ class _AsyncFunctionTarget:
         call = functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript, inputs=opts.inputs,
-            failed_session=session,
-            prices=opts.prices,
+            failed_session=session, prices=opts.prices,
+            # Named only when something reads it (as `session_is_read` decides for sync runs).
+            session_read=self._wants_session or self._scorer_reads_session
+            or env is not None or on_prepared is not None,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()

@@ -28,14 +28,11 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from typing_extensions import TypeVar as DefaultTypeVar
 
-from weakincentives.runtime.session import ChatMessage, SessionViewProtocol, TokenUsage
-
-from .._records import Sample, Score, ToolCallRecord
+from .._records import Sample, Score, Trajectory
 
 __all__ = [
     "TRAJECTORY_SCORER_ATTR",
@@ -52,23 +49,6 @@ TRAJECTORY_SCORER_ATTR = "__wink_trajectory_scorer__"
 
 _WORD = re.compile(r"\bTrajectory\b")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Trajectory:
-    """What happened while the agent ran one sample, as a trajectory scorer sees it."""
-
-    messages: tuple[ChatMessage, ...] = ()
-    """The conversation, oldest first (the final answer is usually `messages[-1]`)."""
-    tool_calls: tuple[ToolCallRecord, ...] = ()
-    """Tool calls made during the run, in order."""
-    output: Any = None
-    """The agent's output (structured output, else the final text; None if there was none)."""
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    """Tokens used by the run."""
-    session: SessionViewProtocol | None = None
-    """Read-only view of the run's session. A run with an `environment_factory` has its
-    environment seeded there under its own type: `session[MyEnv].latest()`."""
 
 
 SampleInputT = DefaultTypeVar("SampleInputT", default=Any)
