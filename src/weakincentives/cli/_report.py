@@ -47,7 +47,7 @@ def _load(run: str, runs_dir: Path) -> EvalReport:
         path = Path(run)
         if not path.exists():
             path = RunStore(runs_dir).open(run).path
-        return EvalReport.load(path)
+        return EvalReport.load(path, slim=True)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 

@@ -40,6 +40,7 @@ from ._run_store import (
     RunStore,
     new_run_id,
 )
+from ._slim import SlimDecoder, slim_copy
 
 __all__ = [
     "MANIFEST_FILE",
@@ -52,6 +53,7 @@ __all__ = [
     "RunProvenance",
     "RunStatus",
     "RunStore",
+    "SlimDecoder",
     "adapters_of",
     "code_directory",
     "diff_fingerprints",
@@ -62,5 +64,6 @@ __all__ = [
     "new_run_id",
     "qualified_name",
     "redact_command",
+    "slim_copy",
     "target_adapter",
 ]
