@@ -5,11 +5,23 @@ discordant pairs, chi-square with continuity correction above. Its power is comp
 exactly: the number of discordant pairs `M` is Binomial(n, p10 + p01); given `M = m`,
 the pairs that moved towards the treatment are Binomial(m, p01 / (p10 + p01)), and the
 test rejects on a known set of counts. The power is the sum over `m` of both
-probabilities (terms below 1e-15 of the total are skipped). The normal approximation of
-Connor (1987), "Sample size for testing differences in proportions for the paired-sample
-design", Biometrics 43, 207-211, is the starting point of the search for n; it ignores
-the continuity correction and the discreteness, so on its own it falls short (1254 pairs
-at 79% power where 80% was asked, for rates 0.70 -> 0.75).
+probabilities (the values of `m` more than 14 standard deviations from its mean, below
+1e-40, are skipped).
+
+**Cost and accuracy.** The rejection tails at consecutive `m` follow one from another by
+exact recurrences (`_TailPath`), so a power costs a few vectorized passes over the likely
+values of `m` (about 3,000 at 50,000 pairs) rather than a sum over every table; the
+binomial probabilities use Loader's saddle-point form (`_binomial`), accurate to about
+1e-14 relative at any n. The powers agree with a reference built from scipy's binomial
+distribution and `mcnemar`'s own p-values to 1e-12 absolute (the tests check it up to
+200,000 pairs). `mcnemar_detectable_effect` computes the distribution of `M` once and
+reuses it for every effect its search tries: about 30 ms at 20,000 discordant pairs.
+
+The normal approximation of Connor (1987), "Sample size for testing differences in
+proportions for the paired-sample design", Biometrics 43, 207-211, is the starting point
+of the search for n; it ignores the continuity correction and the discreteness, so on
+its own it falls short (1254 pairs at 79% power where 80% was asked, for rates 0.70 ->
+0.75).
 """
 
 from __future__ import annotations
@@ -126,7 +138,9 @@ class _TailPath:
         ms, edges = self.ms, self.edges
         probs = np.exp(log_pmf(self.x, self.n, pi, self.part))
         half = ms.size - 1
-        steps = -pi * probs[:half] + np.sign(self.step) * np.where(self.step != 0, probs[half:], 0.0)
+        steps = -pi * probs[:half] + np.sign(self.step) * np.where(
+            self.step != 0, probs[half:], 0.0
+        )
         for i in self.jumps.tolist():
             m, low, high = int(ms[i + 1]), int(edges[i]), int(edges[i + 1])
             span = np.arange(min(low, high) + 1, max(low, high) + 1, dtype=np.int64)

@@ -22,6 +22,7 @@ unusual but valid form gives the same result, and an invalid one the same error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from weakincentives import serde
@@ -77,7 +78,7 @@ class SlimDecoder:
         """Build the msgspec decoder of the slim line type."""
         import msgspec
 
-        self._decode = msgspec.json.Decoder(_line_type()).decode
+        self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(_line_type()).decode
 
     def __call__(self, line: bytes) -> EvalResult:
         """The slim `EvalResult` of one JSON line.
@@ -93,7 +94,7 @@ class SlimDecoder:
                 error_kind=slim.error_kind, epoch=slim.epoch, usage=slim.usage,
                 metadata=slim.metadata, cost=slim.cost, judge_cost=slim.judge_cost,
             )  # fmt: skip
-        except Exception:  # noqa: BLE001 - any refusal: the full validator decides
+        except Exception:  # any refusal: the full validator decides
             return slim_copy(serde.loads(EvalResult, line))
 
 
