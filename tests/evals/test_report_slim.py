@@ -218,3 +218,10 @@ def test_the_slim_read_skips_a_cut_last_line_and_refuses_broken_json(tmp_path: P
     path.write_bytes(line + b"\n" + line[:40] + b"\n" + line + b"\n")
     with pytest.raises(InvalidReportError, match=r"results\.jsonl:2: not a valid result line"):
         EvalReport.load(path, slim=True)
+
+
+def test_compare_renames_results_without_losing_a_field() -> None:
+    from weakincentives.cli._pairing import _renamed
+
+    original = _result(3, "v2", 2)
+    assert _renamed(original, "B/v2") == dataclasses.replace(original, experiment_name="B/v2")

@@ -146,26 +146,25 @@ def _read_file(
     header: dict[str, Any] | None = None
     results: list[EvalResult] = []
     by_key: dict[tuple[str, str, int], EvalResult] = {}
-    first = True
+    lines = _Lines(source)
     with _collector_paused():
-        for lineno, line, cut_short in _lines(source):
-            if first:
-                first = False
-                header = _header_of(line, f"{source}:{lineno}", cut_short)
+        for lineno, line in lines:
+            if lineno == lines.first:
+                header = _header_of(line, f"{source}:{lineno}", not line.endswith(b"\n"))
                 if header is not None:
                     continue
             try:
                 result = decode(line)
             except SerdeError as exc:
                 where = f"{source}:{lineno}"
-                if cut_short:
+                if not line.endswith(b"\n"):  # only the last line can be cut short
                     _log.warning("%s: skipping a last line cut short (crash while writing?)", where)
                     break
                 raise InvalidReportError(
                     f"{where}: not a valid result line: {exc}; fix or remove the line"
                 ) from exc
             if latest:
-                by_key[(result.sample_id, result.experiment_name, result.epoch)] = result
+                by_key[result.sample_id, result.experiment_name, result.epoch] = result
             else:
                 results.append(result)
     header = header or {}
@@ -221,20 +220,29 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _lines(source: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """Yield `(line number, text, cut_short)` for non-blank lines.
+class _Lines:
+    """The non-blank lines of a file, numbered from 1, and the number of the first one.
 
-    `cut_short` is true only for a last line that does not end with a newline.
+    A line that does not end with a newline is the last one, cut short by a crash while
+    it was written. (A class rather than a generator: `first` is known before the loop
+    body runs, and blank lines are found without copying every line, as `strip` would.)
     """
-    try:
-        handle = source.open("rb")
-    except FileNotFoundError as exc:
-        raise InvalidReportError(f"{source}: no such report file or run directory") from exc
-    with handle:
-        # Only the last line can lack its newline: a line that does is cut short.
-        for lineno, raw in enumerate(handle, start=1):
-            if raw.strip():
-                yield lineno, raw, not raw.endswith(b"\n")
+
+    def __init__(self, source: Path) -> None:
+        try:
+            self._handle = source.open("rb")
+        except FileNotFoundError as exc:
+            raise InvalidReportError(f"{source}: no such report file or run directory") from exc
+        self.first = 0
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        with self._handle as handle:
+            for lineno, raw in enumerate(handle, start=1):
+                if raw.isspace():
+                    continue
+                if not self.first:
+                    self.first = lineno
+                yield lineno, raw
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
