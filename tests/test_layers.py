@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "weakincentives"
 
 LAYERS: dict[str, int] = {
+    "_lazy": 1,  # the lazy re-export helper of package `__init__`s; imports nothing of ours
     "errors": 1,
     "clock": 1,
     "serde": 1,

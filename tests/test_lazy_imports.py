@@ -8,6 +8,8 @@ interpreter and reads `sys.modules` at the end.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -157,3 +159,105 @@ def test_debug_package_lists_every_lazy_name() -> None:
     assert set(dir(debug)) >= set(debug.__all__)
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         _ = debug.missing
+
+
+# -- lazy package `__init__`s (issue 20: import time) ---------------------------------
+
+RUN_PATH_UNUSED = (
+    "pydantic",  # the runner writes through pydantic_core; only validation needs pydantic
+    "importlib.metadata",
+    "importlib.resources",
+    "http.server",
+    "zipfile",
+    "weakincentives.runtime.agent_worker",
+    "weakincentives.runtime.lifecycle",
+    "weakincentives.runtime.bundle._writer",
+    "weakincentives.evals.loop",
+    "weakincentives.evals.report._comparison",
+)
+"""Modules a local run of a task function (with a run store) has no use for."""
+
+STRUCTURED_OUTPUT = ("pydantic", "importlib.metadata", "importlib.resources", "zipfile")
+"""What an agent with structured output needs besides: pydantic builds its JSON schema and
+parses the output (and pydantic's plugin loader reads the installed metadata)."""
+
+
+@pytest.mark.parametrize(
+    ("code", "watched"),
+    [
+        pytest.param(_RUN_FUNCTION, RUN_PATH_UNUSED, id="run-function-with-store"),
+        pytest.param(
+            _RUN_AGENT,
+            tuple(m for m in RUN_PATH_UNUSED if m not in STRUCTURED_OUTPUT),
+            id="run-agent-with-store",
+        ),
+    ],
+)
+def test_a_local_run_imports_only_what_it_uses(
+    code: str, watched: tuple[str, ...], tmp_path: Path
+) -> None:
+    assert loaded_after(textwrap.dedent(code), watched, tmp_path) == []
+
+
+def test_import_evals_loads_no_submodule_until_a_name_is_used(tmp_path: Path) -> None:
+    watched = ("weakincentives.evals.runner", "weakincentives.runtime.agent_loop", "anyio")
+    assert loaded_after("import weakincentives.evals", watched, tmp_path) == []
+    code = "from weakincentives.evals import run_eval"
+    assert loaded_after(code, watched, tmp_path) == sorted(watched)
+
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _lazy_packages() -> list[Path]:
+    return sorted(
+        path
+        for path in (SRC / "weakincentives").rglob("__init__.py")
+        if "_lazy.lazy_exports(" in path.read_text(encoding="utf-8")
+    )
+
+
+def _type_checking_imports(tree: ast.Module, package: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for sub in node.body:
+                assert isinstance(sub, ast.ImportFrom), ast.dump(sub)
+                module = sub.module or ""
+                if sub.level:
+                    base = package.split(".")[: len(package.split(".")) - sub.level + 1]
+                    module = ".".join([*base, module] if module else base)
+                for alias in sub.names:
+                    is_sub = sub.module is None
+                    found[alias.name] = f"{module}.{alias.name}" if is_sub else module
+    return found
+
+
+def _lazy_table(tree: ast.Module) -> dict[str, str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            table = ast.literal_eval(node.value.args[1])
+            return {name: module for module, names in table.items() for name in names}
+    raise AssertionError("no lazy_exports(...) call")
+
+
+@pytest.mark.parametrize("path", _lazy_packages(), ids=lambda p: p.parent.name)
+def test_lazy_table_matches_the_type_checking_imports(path: Path) -> None:
+    # Type checkers read the `if TYPE_CHECKING:` imports, Python the table: they must agree,
+    # and name every exported name but the ones the package defines itself.
+    package = ".".join(path.parent.relative_to(SRC).parts)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    table = _lazy_table(tree)
+    assert table == _type_checking_imports(tree, package)
+    module = importlib.import_module(package)
+    defined = {name for name in module.__all__ if name in vars(module) and name not in table}
+    assert set(table) | defined == set(module.__all__)
+    assert defined <= {"__version__"}
+    assert set(dir(module)) >= set(module.__all__)
+
+
+def test_a_lazy_package_refuses_an_unknown_name() -> None:
+    import weakincentives.evals as evals
+
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        _ = evals.missing

@@ -19,7 +19,7 @@ __all__ = ["BASELINE", "CONTROL", "Experiment"]
 class Experiment:
     """A named variant to evaluate under.
 
-    Example:
+    Examples:
         >>> exp = Experiment(name="concise").with_flag("style", "short")
         >>> exp.get_flag("style")
         'short'

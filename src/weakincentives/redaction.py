@@ -14,7 +14,7 @@ Four nets, applied to every string (JSON values and keys, log messages, text fil
 4. field names: in JSON data, string values under keys such as `api_key`, `password` or
    `authorization` are replaced whole.
 
-Example:
+Examples:
     >>> r = default_redactor(environ={})
     >>> r.text("connect to postgres://ada:hunter2@db:5432/app with password=hunter2")
     'connect to postgres://ada:[REDACTED]@db:5432/app with password=[REDACTED]'
@@ -127,7 +127,7 @@ _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
 class RedactionPolicy:
     """What counts as a secret. Redaction cannot be turned off; it can be widened.
 
-    Example:
+    Examples:
         >>> r = RedactionPolicy(secrets=("hunter2-hunter2",)).redactor(environ={})
         >>> r.text("pw is hunter2-hunter2, key sk-abcdefghijklmnopqrstu")
         'pw is [REDACTED], key [REDACTED]'
@@ -314,7 +314,7 @@ class RedactingFilter(logging.Filter):
 
     The message (its arguments merged in) and the exception text are redacted.
 
-    Example:
+    Examples:
         >>> key = "sk-" + "a" * 20
         >>> record = logging.LogRecord("x", logging.INFO, "", 0, "key %s", (key,), None)
         >>> RedactingFilter(default_redactor({})).filter(record), record.getMessage()

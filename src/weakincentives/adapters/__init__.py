@@ -11,62 +11,46 @@ a copy that replays recorded turns. Each describes itself (`describe()`), and `p
 turns their token usage into dollars.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from weakincentives.adapters._cache import (
-    NullCache,
-    SQLiteResponseCache,
-    acached_model_call,
-    cache_key,
-    cached_model_call,
-)
-from weakincentives.adapters._override import (
-    ModelConfigurable,
-    configure_model,
-    parse_model_args,
-)
-from weakincentives.adapters._provenance import (
-    AdapterInfo,
-    DescribedAdapter,
-    describe_adapter,
-    package_version,
-    strip_credentials,
-)
-from weakincentives.adapters._types import (
-    AsyncProviderAdapter,
-    CacheableAdapter,
-    CacheStats,
-    Heartbeat,
-    ModelRequest,
-    ModelTurn,
-    PromptResponse,
-    ProviderAdapter,
-    ResponseCache,
-    is_async_adapter,
-)
-from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
+from weakincentives import _lazy
 
 if TYPE_CHECKING:
+    from weakincentives.adapters._cache import (
+        NullCache,
+        SQLiteResponseCache,
+        acached_model_call,
+        cache_key,
+        cached_model_call,
+    )
+    from weakincentives.adapters._override import (
+        ModelConfigurable,
+        configure_model,
+        parse_model_args,
+    )
+    from weakincentives.adapters._provenance import (
+        AdapterInfo,
+        DescribedAdapter,
+        describe_adapter,
+        package_version,
+        strip_credentials,
+    )
+    from weakincentives.adapters._types import (
+        AsyncProviderAdapter,
+        CacheableAdapter,
+        CacheStats,
+        Heartbeat,
+        ModelRequest,
+        ModelTurn,
+        PromptResponse,
+        ProviderAdapter,
+        ResponseCache,
+        is_async_adapter,
+    )
     from weakincentives.adapters.anthropic import AnthropicAdapter
+    from weakincentives.adapters.function import FunctionAdapter, FunctionModel, FunctionReply
     from weakincentives.adapters.gemini import GeminiAdapter
     from weakincentives.adapters.openai import OpenAIAdapter
-
-
-def __getattr__(name: str) -> Any:
-    # Importing a provider SDK costs up to a second: load it only when asked for.
-    if name == "OpenAIAdapter":
-        from weakincentives.adapters.openai import OpenAIAdapter
-
-        return OpenAIAdapter
-    if name == "AnthropicAdapter":
-        from weakincentives.adapters.anthropic import AnthropicAdapter
-
-        return AnthropicAdapter
-    if name == "GeminiAdapter":
-        from weakincentives.adapters.gemini import GeminiAdapter
-
-        return GeminiAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
@@ -100,3 +84,44 @@ __all__ = [
     "parse_model_args",
     "strip_credentials",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.adapters._cache": (
+            "NullCache",
+            "SQLiteResponseCache",
+            "acached_model_call",
+            "cache_key",
+            "cached_model_call",
+        ),
+        "weakincentives.adapters._override": (
+            "ModelConfigurable",
+            "configure_model",
+            "parse_model_args",
+        ),
+        "weakincentives.adapters._provenance": (
+            "AdapterInfo",
+            "DescribedAdapter",
+            "describe_adapter",
+            "package_version",
+            "strip_credentials",
+        ),
+        "weakincentives.adapters._types": (
+            "AsyncProviderAdapter",
+            "CacheableAdapter",
+            "CacheStats",
+            "Heartbeat",
+            "ModelRequest",
+            "ModelTurn",
+            "PromptResponse",
+            "ProviderAdapter",
+            "ResponseCache",
+            "is_async_adapter",
+        ),
+        "weakincentives.adapters.function": ("FunctionAdapter", "FunctionModel", "FunctionReply"),
+        "weakincentives.adapters.anthropic": ("AnthropicAdapter",),
+        "weakincentives.adapters.gemini": ("GeminiAdapter",),
+        "weakincentives.adapters.openai": ("OpenAIAdapter",),
+    },
+)

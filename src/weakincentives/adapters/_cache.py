@@ -16,7 +16,7 @@ machines, and any change gives a new key. `cached_model_call` wraps an adapter's
 A hit replays the recorded turn exactly, token usage included, so a cached run reports the
 same numbers as the run that filled the cache; `cache.stats` says how many calls were saved.
 
-Example:
+Examples:
     >>> from weakincentives.runtime.session import ChatMessage
     >>> cache = SQLiteResponseCache(":memory:")
     >>> def model(request: ModelRequest) -> ModelTurn:

@@ -58,7 +58,7 @@ def parse_model_args(specs: Iterable[str], *, what: str = "--model-arg") -> dict
     A value is read as JSON when it is JSON (`0`, `0.5`, `true`, `null`, `[...]`) and is
     a string otherwise.
 
-    Example:
+    Examples:
         >>> parse_model_args(["temperature=0", "top_p=0.9", "user=eval-bot"])
         {'temperature': 0, 'top_p': 0.9, 'user': 'eval-bot'}
 

@@ -8,9 +8,9 @@ fingerprint can refuse a resume against another model. `describe_adapter` works 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,7 +27,7 @@ __all__ = [
 class AdapterInfo:
     """The provenance of one adapter: which model, where, and with which settings.
 
-    Example:
+    Examples:
         >>> info = AdapterInfo(provider="openai", model="gpt-4o-mini",
         ...                    parameters={"temperature": 0.0}, adapter="x.OpenAIAdapter")
         >>> info.behaviour()["model"]
@@ -86,7 +86,7 @@ def describe_adapter(adapter: object) -> AdapterInfo:
 def strip_credentials(url: str | None) -> str | None:
     """`url` without a user, password, query string or fragment (they may hold secrets).
 
-    Example:
+    Examples:
         >>> strip_credentials("https://user:pw@example.com:8443/v1?key=abc")
         'https://example.com:8443/v1'
     """
@@ -101,7 +101,21 @@ def strip_credentials(url: str | None) -> str | None:
 
 @functools.cache
 def package_version(name: str = "weakincentives") -> str:
-    """The installed version of distribution `name` ("unknown" when it is not installed)."""
+    """The installed version of distribution `name` ("unknown" when it is not installed).
+
+    This package's own is its `__version__` (what the run fingerprint records too); others
+    are read from the installed metadata, once per process.
+    """
+    if name == "weakincentives":
+        # The root package sits above adapters in the layers, so it is not imported from
+        # here; it is always loaded before any of its submodules. Reading the metadata
+        # would cost a first run 15 ms (importing `importlib.metadata`, scanning sys.path).
+        root = sys.modules.get("weakincentives")
+        version = getattr(root, "__version__", None)
+        if isinstance(version, str):
+            return version
+    from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -179,7 +179,7 @@ class CacheableAdapter(ProviderAdapter[AdapterOutputT_co], Protocol[AdapterOutpu
     `isinstance(adapter, CacheableAdapter)` and calls `with_cache` instead of knowing how
     each adapter stores its cache. `FunctionAdapter` and `OpenAIAdapter` are cacheable.
 
-    Example:
+    Examples:
         >>> from weakincentives.adapters import FunctionAdapter, SQLiteResponseCache
         >>> adapter = FunctionAdapter(lambda request: "hi")
         >>> isinstance(adapter, CacheableAdapter)
@@ -238,7 +238,7 @@ class AsyncProviderAdapter(ProviderAdapter, Protocol):
 def is_async_adapter(adapter: object) -> bool:
     """Whether `adapter` is an `AsyncProviderAdapter` whose `is_async` is True.
 
-    Example:
+    Examples:
         >>> from weakincentives.adapters import FunctionAdapter
         >>> async def model(request: ModelRequest) -> str:
         ...     return "hi"

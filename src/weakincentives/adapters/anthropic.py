@@ -14,7 +14,7 @@ the adapter's honour `retry-after`, sleep on the injected clock and stop at the 
 
 Install with `pip install 'weakincentives[anthropic]'`.
 
-Example:
+Examples:
     >>> adapter = AnthropicAdapter("claude-sonnet-4-5", api_key="sk-ant-...")  # doctest: +SKIP
     >>> adapter.evaluate(prompt, session=Session()).text  # doctest: +SKIP
     'Paris'

@@ -11,7 +11,7 @@ simulated model that waits (`await asyncio.sleep(...)`) costs a task, not a thre
 `evaluate` runs an async model in a fresh event loop; `aevaluate` calls a sync one on
 the running loop (keep it quick).
 
-Example:
+Examples:
     >>> from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
     >>> from weakincentives.runtime.session import Session
     >>> template = PromptTemplate[str](ns="demo", key="echo", sections=(
@@ -118,7 +118,7 @@ class FunctionAdapter:
     def describe(self) -> AdapterInfo:
         """The function's qualified name as the model, `model_name` and the limits.
 
-        Example:
+        Examples:
             >>> def echo(request): return "hi"
             >>> FunctionAdapter(echo).describe().model
             'weakincentives.adapters.function.echo'
@@ -138,6 +138,15 @@ class FunctionAdapter:
     def with_cache(self, cache: ResponseCache | None) -> Self:
         """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`."""
         return dataclasses.replace(self, cache=cache)
+
+    def close(self) -> None:
+        """Nothing to release (no connections); here so every adapter can be closed."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def with_model(self, model: str | None = None, **parameters: Any) -> Self:
         """A copy recording `model` as its model name; see `ModelConfigurable`.

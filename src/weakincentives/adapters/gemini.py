@@ -11,7 +11,7 @@ Retries, timeouts, deadlines, budgets and the response cache behave as for
 `OpenAIAdapter`; the SDK's retries are off, and the adapter's honour `Retry-After` and
 Google's `RetryInfo` delay. Install with `pip install 'weakincentives[gemini]'`.
 
-Example:
+Examples:
     >>> adapter = GeminiAdapter("gemini-2.5-flash", api_key="...")  # doctest: +SKIP
     >>> adapter.evaluate(prompt, session=Session()).text  # doctest: +SKIP
     'Paris'

@@ -18,7 +18,7 @@ that succeeded are stored. A sampling temperature (> 0, and the server's default
 `cache_nondeterministic=True`. The model name is what identifies the model: two servers
 serving different weights under one name share entries.
 
-Example:
+Examples:
     >>> adapter = OpenAIAdapter("gpt-4o-mini", api_key="sk-test")  # doctest: +SKIP
     >>> adapter.evaluate(prompt, session=Session()).text  # doctest: +SKIP
     'Paris'
@@ -171,7 +171,7 @@ class OpenAIAdapter:
         The base URL has its credentials stripped; the parameters are those that change
         what the model does.
 
-        Example:
+        Examples:
             >>> OpenAIAdapter("m", base_url="http://u:pw@localhost:8000/v1").describe().base_url
             'http://localhost:8000/v1/'
         """

@@ -12,7 +12,7 @@ cache-write price, the rest of `input_tokens` at the input price and `output_tok
 input price. Dated snapshots (`gpt-4o-2024-08-06`, `claude-sonnet-4-5-20250929`) and
 `-latest` aliases fall back to their base name.
 
-Example:
+Examples:
     >>> from weakincentives.runtime.session import TokenUsage
     >>> table = PriceTable({"m": ModelPrice(input=2.0, output=8.0, cached_input=0.5)})
     >>> table.cost("m", TokenUsage(input_tokens=1_000_000, cached_tokens=500_000))
@@ -23,12 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +130,12 @@ class PriceTable:
         }
 
 
+@functools.cache
 def default_prices() -> PriceTable:
-    """The table shipped with the package."""
-    text = resources.files("weakincentives.adapters").joinpath("data/prices.json").read_text()
+    """The table shipped with the package (read once per process; every run uses it)."""
+    # A plain path next to this module, not `importlib.resources` (10 ms to import): the
+    # package is installed as files.
+    text = Path(__file__).with_name("data").joinpath("prices.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return PriceTable(
         _models(data.get("models"), "the package price table"),
@@ -212,7 +215,7 @@ def _dollars(value: object, where: str) -> float:
 def parse_price(spec: str) -> tuple[str, ModelPrice]:
     """Parse `MODEL=IN,OUT[,CACHED[,WRITE]]` (dollars per million tokens).
 
-    Example:
+    Examples:
         >>> parse_price("my-model=0.5,1.5")
         ('my-model', ModelPrice(input=0.5, output=1.5, cached_input=None, cache_write=None))
 

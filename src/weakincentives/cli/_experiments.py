@@ -26,7 +26,7 @@ _SYNTAX = "NAME[:TAG][,FLAG=VALUE]..."
 def parse_experiment(spec: str) -> Experiment:
     """Parse one `--experiment` value.
 
-    Example:
+    Examples:
         >>> exp = parse_experiment("careful:strict,retries=2,style=short")
         >>> exp.name, exp.overrides_tag, dict(exp.flags)
         ('careful', 'strict', {'retries': 2, 'style': 'short'})

@@ -44,7 +44,7 @@ def _model(info: Any) -> str:
 def provenance_lines(provenance: dict[str, Any]) -> list[str]:
     """Plain lines: agent and judge models, versions, git, host, command and dataset.
 
-    Example:
+    Examples:
         >>> provenance_lines({"agent": {"provider": "openai", "model": "m",
         ...     "parameters": {"temperature": 0.0}}, "python_version": "3.11.9"})[:2]
         ['agent:    openai:m (temperature=0.0)', 'judges:   none']

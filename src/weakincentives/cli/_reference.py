@@ -93,12 +93,17 @@ def _row(param: Any, context: Any) -> str:
     # click's own help record: the spelling with its value ("--dataset <path>") and the
     # help text with "[default: ...]" / "[required]", exactly as `--help` prints them.
     names, help_text = param.get_help_record(context)
-    return f"| `{_cell(names)}` | {_cell(_clean(help_text))} |"
+    return f"| `{_cell(names)}` | {_cell(_escape(_clean(help_text)))} |"
 
 
 def _clean(text: str) -> str:
     # Typer help may carry rich markup ([bold]...[/bold]); the page wants plain text.
     return " ".join(text.replace("[bold]", "").replace("[/bold]", "").split())
+
+
+def _escape(text: str) -> str:
+    # Outside code, "[:TAG][,FLAG=VALUE]" would read as a Markdown reference link.
+    return text.replace("[", "\\[").replace("]", "\\]")
 
 
 def _cell(text: str) -> str:

@@ -6,7 +6,7 @@ a response one worker paid for is a hit for every other worker, on any machine. 
 `SQLiteResponseCache`, it never fails a model call: when Redis cannot be reached, a
 lookup is a miss and a write is skipped (both logged). Needs the `[redis]` extra.
 
-Example:
+Examples:
     ```python
     cache = RedisResponseCache(redis_client("redis://cache:6379/0"), ttl=timedelta(days=7))
     adapter = OpenAIAdapter(model="gpt-4o-mini", cache=cache)

@@ -16,7 +16,7 @@ Names are loaded on first use (module `__getattr__`): `from weakincentives.debug
 DebugBundle` reads bundles without importing the viewer, numpy or the HTML report, and
 `wink` starts without them.
 
-Example:
+Examples:
     >>> from weakincentives.debug import DebugBundle, bundle_tables
     >>> bundle = DebugBundle.open("eval_bundles/<request_id>/<timestamp>.zip")  # doctest: +SKIP
     >>> bundle.verify()  # doctest: +SKIP

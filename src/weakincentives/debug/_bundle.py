@@ -56,7 +56,7 @@ class DebugBundle:
     encrypted or duplicate members, and anything over `BundleLimits`. `open` does not
     check checksums, so a damaged bundle can still be inspected; call `verify()` for that.
 
-    Example:
+    Examples:
         >>> bundle = DebugBundle.open(path)  # doctest: +SKIP
         >>> bundle.verify()  # doctest: +SKIP
         >>> [r["message"] for r in bundle.logs]  # doctest: +SKIP

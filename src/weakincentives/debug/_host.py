@@ -3,7 +3,7 @@
 Standard library only: `wink` reads `DEFAULT_HOST` (and warns with `host_warning`)
 before it loads the viewer, which brings starlette and numpy.
 
-Example:
+Examples:
     >>> is_loopback(DEFAULT_HOST), is_loopback("0.0.0.0")
     (True, False)
 """

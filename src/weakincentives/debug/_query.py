@@ -14,7 +14,7 @@ The data is loaded into an in-memory SQLite database and the query runs on a pri
 read-only copy of it (see `_readonly.py` for the layers that keep it from writing
 anything). JSON columns hold JSON text: reach into them with `json_extract` or `->>`.
 
-Example:
+Examples:
     >>> db = QueryDatabase.open("runs/20261120-233501-ab12cd")  # doctest: +SKIP
     >>> db.execute("SELECT experiment, avg(passed) FROM results GROUP BY experiment").rows
     ... # doctest: +SKIP

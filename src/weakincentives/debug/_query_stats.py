@@ -7,7 +7,7 @@ the report, `--json`, the HTML report and the viewer compute it
 clustered by sample when a sample repeats (epochs). Group by experiment (and run) to get
 one experiment's interval; a group that mixes experiments is not a rate anyone reports.
 
-Example:
+Examples:
     SELECT experiment, avg(passed) AS pass_rate,
            pass_rate_low(passed, sample_id) AS low, pass_rate_high(passed, sample_id) AS high
     FROM results GROUP BY run_id, experiment

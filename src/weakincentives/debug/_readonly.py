@@ -72,7 +72,7 @@ _FETCH_ROWS = 512
 class QueryResult:
     """The rows a query returned.
 
-    Example:
+    Examples:
         >>> r = QueryResult(columns=("n",), rows=((1,), (2,)), truncated=False)
         >>> r.to_dicts()
         [{'n': 1}, {'n': 2}]

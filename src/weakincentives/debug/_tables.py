@@ -16,7 +16,7 @@ into it:
 | `session_before`, `session_after` | slice value | `slice_type`, `slice_name`, `seq`, `json` |
 | `tool_calls` | `ToolInvoked` in the after-snapshot | `seq`, `name`, `success`, ... |
 
-Example:
+Examples:
     `SELECT level, message FROM logs WHERE level = 'ERROR'`, or
     `SELECT json_extract(json, '$.sample.id') FROM request`.
 """

@@ -3,7 +3,7 @@
 The web stack (starlette, uvicorn) is the `[viewer]` extra; it is imported when a viewer
 is created, so `weakincentives.debug` works without it.
 
-Example:
+Examples:
     >>> with ViewerServer("runs/") as server:  # doctest: +SKIP
     ...     print(server.url)
     http://127.0.0.1:40123/

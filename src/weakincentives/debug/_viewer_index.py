@@ -191,7 +191,7 @@ class _Located:
 class ResultIndex:
     """The index of every result of the runs the viewer shows (see the module docstring).
 
-    Example:
+    Examples:
         >>> index = ResultIndex()
         >>> index.add_run(run_dir)  # doctest: +SKIP
         >>> index.finish()

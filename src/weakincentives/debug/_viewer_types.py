@@ -169,7 +169,7 @@ def fts_query(text: str) -> str | None:
 
     Returns None when `text` has no word at all (nothing can match).
 
-    Example:
+    Examples:
         >>> fts_query('divide "by" zero*')
         '"divide"* "by"* "zero"*'
     """

@@ -81,7 +81,7 @@ class Sample(Generic[InputT, ExpectedT]):
     are); `ground_truth` is the second design's name for it (`Sample(id=..., input=...,
     ground_truth=...)`, `sample.ground_truth`).
 
-    Example:
+    Examples:
         >>> Sample(id="math-1", input="What is 2 + 2?", expected="4").id
         'math-1'
         >>> Sample(id="math-2", input="What is 3 + 3?", ground_truth="6").expected
@@ -162,7 +162,7 @@ class Score:
     `value` and `passed` may be omitted when `metrics` are given: `value` then defaults to
     `reward` and `passed` to `value >= 0.5` (use `Score.from_metrics` to pick a threshold).
 
-    Example:
+    Examples:
         >>> s = Score(metrics=(Metric("correct", 1.0, weight=1.0), Metric("turns", 3.0)))
         >>> s.reward, s.passed
         (1.0, True)
@@ -536,7 +536,7 @@ DEFAULT_VALUE_LIMIT = 2000
 class RecordInputs:
     """Whether and how results keep their sample's input and expected value.
 
-    Example:
+    Examples:
         >>> RecordInputs(limit=5).value("abcdefgh")
         'abcde…[truncated: 8 chars]'
     """

@@ -3,7 +3,7 @@
 The second design's `evals.analysis` module, as a public path of its own; the same names
 are exported by `weakincentives.evals`.
 
-Example:
+Examples:
     >>> from weakincentives.evals import EvalResult, Score
     >>> from weakincentives.evals.analysis import group_by, summarize
     >>> results = [

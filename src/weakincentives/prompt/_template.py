@@ -135,7 +135,7 @@ class RenderedPrompt:
 class Prompt(Generic[OutputT]):
     """A template plus bound params and where its overrides come from.
 
-    Example:
+    Examples:
         >>> from dataclasses import dataclass
         >>> @dataclass(frozen=True)
         ... class Q:

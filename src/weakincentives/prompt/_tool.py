@@ -63,7 +63,7 @@ class ToolSpec:
 class Tool(Generic[ParamsT]):
     """A tool the model may call.
 
-    Example:
+    Examples:
         >>> from dataclasses import dataclass
         >>> @dataclass(frozen=True)
         ... class AddParams:

@@ -3,46 +3,35 @@
 This is the production side: what an `EvalLoop` wraps is exactly what serves traffic.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from weakincentives.runtime.agent_worker import (
-    AgentLoopRequest,
-    AgentLoopResult,
-    AgentLoopWorker,
-)
-from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
-from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
-from weakincentives.runtime.lifecycle import LoopGroup
-from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
-from weakincentives.runtime.mailbox import InMemoryMailbox, Mailbox, Message
-from weakincentives.runtime.session import (
-    ChatMessage,
-    PromptExecuted,
-    PromptRendered,
-    Session,
-    SessionView,
-    TokenUsage,
-    ToolCall,
-    ToolInvoked,
-    ToolResult,
-)
-from weakincentives.runtime.threads import WorkerThreads
-from weakincentives.runtime.worker import MailboxWorker, WorkerStats
+from weakincentives import _lazy
 
 if TYPE_CHECKING:
     from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, MainLoop
-
-# `prompt` and `adapters` import `runtime.session`, and `agent_loop` imports them: loading
-# `agent_loop` lazily keeps `import weakincentives.runtime.session` free of that cycle.
-_LAZY = {"AgentLoop", "FunctionLoop", "MainLoop"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from weakincentives.runtime import agent_loop
-
-        return getattr(agent_loop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from weakincentives.runtime.agent_worker import (
+        AgentLoopRequest,
+        AgentLoopResult,
+        AgentLoopWorker,
+    )
+    from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
+    from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
+    from weakincentives.runtime.lifecycle import LoopGroup
+    from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
+    from weakincentives.runtime.mailbox import InMemoryMailbox, Mailbox, Message
+    from weakincentives.runtime.session import (
+        ChatMessage,
+        PromptExecuted,
+        PromptRendered,
+        Session,
+        SessionView,
+        TokenUsage,
+        ToolCall,
+        ToolInvoked,
+        ToolResult,
+    )
+    from weakincentives.runtime.threads import WorkerThreads
+    from weakincentives.runtime.worker import MailboxWorker, WorkerStats
 
 
 __all__ = [
@@ -77,3 +66,33 @@ __all__ = [
     "WorkerStats",
     "WorkerThreads",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.runtime.agent_worker": (
+            "AgentLoopRequest",
+            "AgentLoopResult",
+            "AgentLoopWorker",
+        ),
+        "weakincentives.runtime.dlq": ("DeadLetter", "DLQPolicy", "RetryPolicy"),
+        "weakincentives.runtime.lease": ("LeaseExtenderConfig", "WorkerHeartbeat"),
+        "weakincentives.runtime.lifecycle": ("LoopGroup",),
+        "weakincentives.runtime.limits": ("Budget", "BudgetTracker", "Deadline"),
+        "weakincentives.runtime.mailbox": ("InMemoryMailbox", "Mailbox", "Message"),
+        "weakincentives.runtime.session": (
+            "ChatMessage",
+            "PromptExecuted",
+            "PromptRendered",
+            "Session",
+            "SessionView",
+            "TokenUsage",
+            "ToolCall",
+            "ToolInvoked",
+            "ToolResult",
+        ),
+        "weakincentives.runtime.threads": ("WorkerThreads",),
+        "weakincentives.runtime.worker": ("MailboxWorker", "WorkerStats"),
+        "weakincentives.runtime.agent_loop": ("AgentLoop", "FunctionLoop", "MainLoop"),
+    },
+)

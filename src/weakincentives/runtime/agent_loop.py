@@ -24,7 +24,6 @@ from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.prompt import Prompt, PromptOverridesStore
-from weakincentives.runtime.agent_worker import AgentLoopWorker
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
 
@@ -236,6 +235,10 @@ class AgentLoop(Generic[RequestT, OutputT]):
                 f"{type(self).__name__}.run() has no mailbox to serve: pass run(requests) "
                 f"or build the loop with requests=",
             )
+        # The mailbox worker machinery is imported by a loop that serves a mailbox, not by
+        # every program that runs an agent (or evaluates one) in-process.
+        from weakincentives.runtime.agent_worker import AgentLoopWorker
+
         worker = AgentLoopWorker(
             self,
             requests=requests,
@@ -270,7 +273,7 @@ class FunctionLoop(AgentLoop[RequestT, OutputT]):
     of one thread each. `execute` runs an async `fn` to completion in a fresh event loop
     (it refuses inside a running one: await `aexecute` there).
 
-    Example:
+    Examples:
         >>> loop = FunctionLoop(lambda q: q.upper())
         >>> loop.execute("hi")[0].output
         'HI'

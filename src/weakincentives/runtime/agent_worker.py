@@ -87,7 +87,7 @@ provider timed out for good (`timeout`), or it used more tokens than its budget
 class AgentLoopRequest(Generic[RequestT]):
     """One request for an `AgentLoopWorker`: what to answer, and under which experiment.
 
-    Example:
+    Examples:
         >>> AgentLoopRequest("What is 2 + 2?").experiment.name
         'baseline'
     """
@@ -219,7 +219,7 @@ class AgentLoopWorker(MailboxWorker[AgentLoopRequest[Any], AgentLoopResult[Any]]
         visibility_timeout: Visibility timeout of each receive.
         wait_time_seconds: Long poll of each receive.
 
-    Example:
+    Examples:
         ```python
         worker = AgentLoopWorker(loop, requests=prod_requests)
         LoopGroup([worker, eval_loop], health_port=8080).run()

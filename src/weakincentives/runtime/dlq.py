@@ -115,7 +115,7 @@ class DLQPolicy(Generic[T]):
     `max_delivery_count=` is the reference implementation's name for `max_deliveries`
     (an alias: one field, readable under both names).
 
-    Example:
+    Examples:
         ```python
         dead: InMemoryMailbox[DeadLetter[Any], None] = InMemoryMailbox(name="dead")
         policy = DLQPolicy(dead, max_deliveries=3, dead_letter_on=(ValueError,))

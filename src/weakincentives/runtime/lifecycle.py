@@ -69,7 +69,7 @@ class LoopGroup:
         clock: Source of monotonic time (the loops' heartbeats must use the same clock).
         on_stall: Called with the names of loops that just stalled (default: log them).
 
-    Example:
+    Examples:
         ```python
         group = LoopGroup([agent_loop, eval_loop], health_port=8080)
         group.run()  # until SIGTERM

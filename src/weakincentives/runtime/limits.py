@@ -16,7 +16,7 @@ __all__ = ["Budget", "BudgetTracker", "Deadline"]
 class Deadline:
     """A point in monotonic time after which a run must stop.
 
-    Example:
+    Examples:
         >>> from weakincentives.clock import FakeClock
         >>> clock = FakeClock()
         >>> d = Deadline.after(5.0, clock=clock)

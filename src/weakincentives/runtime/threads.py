@@ -21,7 +21,7 @@ pool's users turn failures into results before that). Tasks run in the context (
 `contextvars` sense) of the thread, not of the submitter: pass `copy_context().run` bound
 to the task when the task needs the submitter's context variables.
 
-Example:
+Examples:
     >>> import threading
     >>> done = []
     >>> pool = WorkerThreads(4, name="example")

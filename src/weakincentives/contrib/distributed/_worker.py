@@ -56,7 +56,7 @@ class WorkerSpec:
 
     A worker factory (the `module:factory` of `wink worker`) returns one.
 
-    Example:
+    Examples:
         ```python
         def worker(context: WorkerContext) -> WorkerSpec:
             adapter = OpenAIAdapter(model="gpt-4o", cache=RedisResponseCache(context.client))
@@ -215,7 +215,7 @@ class DistributedWorker:
         options: Mailbox names, concurrency, timeouts, health port.
         clock: Clock of the loops and the watchdog.
 
-    Example:
+    Examples:
         ```python
         worker = DistributedWorker(spec, client=redis_client(url))
         worker.run()  # until SIGTERM

@@ -36,7 +36,7 @@ class JsonCodec(Generic[T]):
             `EvalRequest[str, str]`. None decodes plain JSON values (dicts, lists,
             strings, numbers), which is what you get back for any body then.
 
-    Example:
+    Examples:
         >>> codec = JsonCodec(int)
         >>> codec.decode(codec.encode(41))
         41

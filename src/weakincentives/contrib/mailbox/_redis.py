@@ -102,7 +102,7 @@ class RedisMailbox(Generic[T, R]):
         MailboxArgumentError: An argument is invalid (empty name, braces in the
             namespace, both `codec` and `body_type`, `decode_responses=True`, ...).
 
-    Example:
+    Examples:
         ```python
         requests: RedisMailbox[EvalRequest[str, str], EvalResult] = RedisMailbox(
             "eval-requests", client=redis.Redis(), body_type=EvalRequest[str, str]
@@ -509,7 +509,7 @@ class RedisMailboxFactory(Generic[T]):
         queue_ttl: How long an idle queue lives.
         max_size: `max_size` of every mailbox created.
 
-    Example:
+    Examples:
         ```python
         factory = RedisMailboxFactory(client=redis_client)
         resolver = CompositeResolver(registry={}, factory=factory)

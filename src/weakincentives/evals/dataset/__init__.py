@@ -10,18 +10,24 @@ shared records (`weakincentives.evals._records`) and the foundation layer (`serd
 `errors`); nothing else of `evals`.
 """
 
-from ._dataset import (
-    Dataset,
-    canonical_bytes,
-    dataset_sha256,
-    iter_jsonl,
-    load_jsonl,
-)
-from ._fields import TRANSFORMS, FieldMap
-from ._loaders import DatasetProvenance, SampleFile, iter_samples
-from ._rows import FORMATS, DatasetFormat
-from ._selection import SelectedSamples, Selection
-from ._where import parse_where
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._dataset import (
+        Dataset,
+        canonical_bytes,
+        dataset_sha256,
+        iter_jsonl,
+        load_jsonl,
+    )
+    from ._fields import TRANSFORMS, FieldMap
+    from ._loaders import DatasetProvenance, SampleFile, iter_samples
+    from ._rows import FORMATS, DatasetFormat
+    from ._selection import SelectedSamples, Selection
+    from ._where import parse_where
+
 
 __all__ = [
     "FORMATS",
@@ -40,3 +46,25 @@ __all__ = [
     "load_jsonl",
     "parse_where",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.dataset._dataset": (
+            "Dataset",
+            "canonical_bytes",
+            "dataset_sha256",
+            "iter_jsonl",
+            "load_jsonl",
+        ),
+        "weakincentives.evals.dataset._fields": ("TRANSFORMS", "FieldMap"),
+        "weakincentives.evals.dataset._loaders": (
+            "DatasetProvenance",
+            "SampleFile",
+            "iter_samples",
+        ),
+        "weakincentives.evals.dataset._rows": ("FORMATS", "DatasetFormat"),
+        "weakincentives.evals.dataset._selection": ("SelectedSamples", "Selection"),
+        "weakincentives.evals.dataset._where": ("parse_where",),
+    },
+)

@@ -57,7 +57,7 @@ StrPath = str | os.PathLike[str]
 class Dataset(Generic[InputT, ExpectedT]):
     """An immutable, ordered collection of samples with unique ids.
 
-    Example:
+    Examples:
         >>> ds = Dataset(samples=(Sample(id="a", input="1+1", expected="2"),))
         >>> len(ds), ds[0].id, len(ds[:0])
         (1, 'a', 0)

@@ -86,7 +86,7 @@ def _transform(spec: str) -> Callable[[Any], Any]:
 class FieldMap:
     """Where each part of a sample comes from in a row (field names; dots go deeper).
 
-    Example:
+    Examples:
         >>> fields = FieldMap.parse(["input=question", "expected=answer|after:####"])
         >>> fields.input, fields.expected, fields.specs()
         ('question', 'answer', ('input=question', 'expected=answer|after:####'))

@@ -33,9 +33,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import pydantic
+import pydantic_core
 
 from weakincentives import serde
 from weakincentives.errors import InvalidDatasetError, SerdeError
@@ -44,6 +44,9 @@ from .._records import Sample
 from ._fields import MISSING, FieldMap, read_field, transform_steps
 from ._rows import MAX_LINE_BYTES, DatasetFormat, Row, detect_format, json_type, read_rows
 from ._sample_hash import samples_sha256
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = [
     "DatasetProvenance",
@@ -60,7 +63,7 @@ E = TypeVar("E")
 class DatasetProvenance:
     """Where a run's samples came from: recorded in the run's provenance.
 
-    Example:
+    Examples:
         >>> DatasetProvenance(location="gsm8k/test.jsonl", format="jsonl",
         ...                   sha256="ab" * 32).to_dict()["format"]
         'jsonl'
@@ -321,11 +324,11 @@ class _RowParser:
             if self.lax:
                 return serde.load(tp, value)
             return _strict_load(tp, value)
-        except pydantic.ValidationError as exc:
+        except pydantic_core.ValidationError as exc:
             raise InvalidDatasetError(f"{where}: {_field_errors(name, exc)}") from None
         except SerdeError as exc:
             cause = exc.__cause__
-            if isinstance(cause, pydantic.ValidationError):
+            if isinstance(cause, pydantic_core.ValidationError):
                 raise InvalidDatasetError(f"{where}: {_field_errors(name, cause)}") from None
             raise InvalidDatasetError(f"{where}: field {name!r}: {exc}") from None
         except _ExtraKeyError as exc:
@@ -354,6 +357,8 @@ def _csv_json(text: str, where: str, column: str) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    import pydantic  # 20 ms: imported by the first typed row, not with the runner
+
     return pydantic.TypeAdapter(tp)
 
 
@@ -388,12 +393,12 @@ def _accepts_none(tp: Any) -> bool:
         return True
     try:
         _adapter(tp).validate_python(None)
-    except pydantic.ValidationError:
+    except pydantic_core.ValidationError:
         return False
     return True
 
 
-def _field_errors(name: str, exc: pydantic.ValidationError) -> str:
+def _field_errors(name: str, exc: pydantic_core.ValidationError) -> str:
     parts = []
     for error in exc.errors():
         path = ".".join([name, *(str(p) for p in error["loc"])])
@@ -410,7 +415,7 @@ class SampleFile(Generic[I, E]):
     Memory stays flat but for the ids seen (duplicate detection), and only until one pass
     has read the whole source: later passes do not check ids again.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "d.jsonl"
         >>> _ = path.write_text('{"id": "a", "input": "x", "expected": "X"}\n')

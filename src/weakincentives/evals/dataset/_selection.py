@@ -35,7 +35,7 @@ _GLOB = frozenset("*?[")
 class Selection:
     """A subset of a dataset; see the module docstring.
 
-    Example:
+    Examples:
         >>> samples = [Sample(id=f"q{i}", input=i, expected=i) for i in range(10)]
         >>> [s.id for s in Selection(limit=3, shuffle=True, seed=7).apply(samples)]
         ['q8', 'q3', 'q1']

@@ -62,7 +62,7 @@ _MISSING: Any = object()
 def parse_where(text: str) -> Predicate:
     """Compile a `--where` expression (grammar in the module docstring) into a predicate.
 
-    Example:
+    Examples:
         >>> keep = parse_where('metadata.topic == "algebra" and metadata.level >= 2')
         >>> keep(Sample(id="a", input="", expected="", metadata={"topic": "algebra", "level": 3}))
         True

@@ -6,16 +6,22 @@ request: `_eval_loop.py`) and `submit_dataset` / `submit_experiments` / `collect
 It may import everything else of `evals` (it sits on top) and `runtime`.
 """
 
-from ._eval_loop import (
-    TRANSIENT_ERRORS,
-    EvalLoop,
-    EvalLoopConfig,
-)
-from ._submit import (
-    collect_results,
-    submit_dataset,
-    submit_experiments,
-)
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._eval_loop import (
+        TRANSIENT_ERRORS,
+        EvalLoop,
+        EvalLoopConfig,
+    )
+    from ._submit import (
+        collect_results,
+        submit_dataset,
+        submit_experiments,
+    )
+
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -25,3 +31,15 @@ __all__ = [
     "submit_dataset",
     "submit_experiments",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.loop._eval_loop": ("TRANSIENT_ERRORS", "EvalLoop", "EvalLoopConfig"),
+        "weakincentives.evals.loop._submit": (
+            "collect_results",
+            "submit_dataset",
+            "submit_experiments",
+        ),
+    },
+)

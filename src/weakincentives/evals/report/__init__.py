@@ -8,46 +8,52 @@ The numbers themselves come from `evals.stats`. It may import the shared records
 and `store` (to read a run directory); not `runner` or `loop`.
 """
 
-from ._analysis import (
-    FlakySample,
-    GroupKey,
-    Summary,
-    flaky_samples,
-    group_by,
-    summarize,
-)
-from ._checks import CheckRate, check_rates
-from ._comparison import (
-    ExperimentComparison,
-    FlippedSample,
-    OutcomeComparison,
-    Outcomes,
-    compare_outcomes,
-    compare_results,
-)
-from ._cost import (
-    CostDelta,
-    CostSummary,
-    cost_delta,
-    cost_summary,
-    format_usd,
-    paired_cost_delta,
-    summarize_costs,
-)
-from ._export import (
-    report_to_dict,
-)
-from ._family import compare_all
-from ._persistence import (
-    REPORT_FORMAT,
-    REPORT_VERSION,
-)
-from ._render import (
-    render_report,
-)
-from ._report import (
-    EvalReport,
-)
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._analysis import (
+        FlakySample,
+        GroupKey,
+        Summary,
+        flaky_samples,
+        group_by,
+        summarize,
+    )
+    from ._checks import CheckRate, check_rates
+    from ._comparison import (
+        ExperimentComparison,
+        FlippedSample,
+        OutcomeComparison,
+        Outcomes,
+        compare_outcomes,
+        compare_results,
+    )
+    from ._cost import (
+        CostDelta,
+        CostSummary,
+        cost_delta,
+        cost_summary,
+        format_usd,
+        paired_cost_delta,
+        summarize_costs,
+    )
+    from ._export import (
+        report_to_dict,
+    )
+    from ._family import compare_all
+    from ._persistence import (
+        REPORT_FORMAT,
+        REPORT_VERSION,
+    )
+    from ._render import (
+        render_report,
+    )
+    from ._report import (
+        EvalReport,
+    )
+
 
 __all__ = [
     "REPORT_FORMAT",
@@ -78,3 +84,40 @@ __all__ = [
     "summarize",
     "summarize_costs",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.report._analysis": (
+            "FlakySample",
+            "GroupKey",
+            "Summary",
+            "flaky_samples",
+            "group_by",
+            "summarize",
+        ),
+        "weakincentives.evals.report._checks": ("CheckRate", "check_rates"),
+        "weakincentives.evals.report._comparison": (
+            "ExperimentComparison",
+            "FlippedSample",
+            "OutcomeComparison",
+            "Outcomes",
+            "compare_outcomes",
+            "compare_results",
+        ),
+        "weakincentives.evals.report._cost": (
+            "CostDelta",
+            "CostSummary",
+            "cost_delta",
+            "cost_summary",
+            "format_usd",
+            "paired_cost_delta",
+            "summarize_costs",
+        ),
+        "weakincentives.evals.report._export": ("report_to_dict",),
+        "weakincentives.evals.report._family": ("compare_all",),
+        "weakincentives.evals.report._persistence": ("REPORT_FORMAT", "REPORT_VERSION"),
+        "weakincentives.evals.report._render": ("render_report",),
+        "weakincentives.evals.report._report": ("EvalReport",),
+    },
+)

@@ -7,7 +7,7 @@ Conventions shared with `EvalReport`:
   for the pass rate and Student t for the mean, or cluster-robust t intervals when
   results are clustered (see `summarize`).
 
-Example:
+Examples:
     >>> from weakincentives.evals import EvalResult, Score
     >>> rs = [
     ...     EvalResult(sample_id=str(i), experiment_name="x", latency_ms=1.0,

@@ -64,7 +64,7 @@ class CheckRate:
 def check_rates(results: Iterable[EvalResult]) -> dict[str, CheckRate]:
     """Rates of every named metric in `results`, in order of first appearance.
 
-    Example:
+    Examples:
         >>> from weakincentives.evals import all_of, exact_match, contains, Sample
         >>> from weakincentives.evals import run_eval
         >>> report = run_eval([Sample(id="a", input="4", expected="4"),

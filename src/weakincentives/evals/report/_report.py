@@ -30,14 +30,15 @@ from ._analysis import (
     score_of,
     summarize,
 )
-from ._comparison import ExperimentComparison, compare_results
-from ._export import report_to_dict
-from ._family import compare_all
 from ._persistence import StrPath, read_report, write_report
-from ._render import render_report
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ._comparison import ExperimentComparison
+
+# Comparisons, export and rendering are imported by the methods that use them: a run
+# builds its report without them (import time, issue 20).
 
 __all__ = ["EvalReport"]
 
@@ -49,7 +50,7 @@ __all__ = ["EvalReport"]
 class EvalReport:
     """Results of an evaluation run, with rates, intervals, comparisons and I/O.
 
-    Example:
+    Examples:
         >>> from weakincentives.evals import EvalResult, Score
         >>> ok = Score(value=1.0, passed=True)
         >>> report = EvalReport(results=(
@@ -317,6 +318,8 @@ class EvalReport:
         """
         if baseline == treatment:
             raise ConfigurationError(f"cannot compare experiment {baseline!r} with itself")
+        from ._comparison import compare_results
+
         return compare_results(
             self._results_of(baseline),
             self._results_of(treatment),
@@ -336,6 +339,8 @@ class EvalReport:
         seed: int = 0,
     ) -> Mapping[str, ExperimentComparison]:
         """Compare every other experiment with `baseline`, with Holm and BH p-values."""
+        from ._family import compare_all
+
         return compare_all(
             self,
             baseline,
@@ -439,6 +444,8 @@ class EvalReport:
 
     def to_dict(self, *, baseline: str | None = None) -> dict[str, Any]:
         """The report's statistics as JSON-compatible data (see `report_to_dict`)."""
+        from ._export import report_to_dict
+
         return report_to_dict(self, baseline=baseline)
 
     def to_json(self, *, baseline: str | None = None, indent: int | None = 2) -> str:
@@ -447,6 +454,8 @@ class EvalReport:
 
     def render(self, console: Console | None = None, *, baseline: str | None = None) -> None:
         """Print the report as rich tables (see `render_report`)."""
+        from ._render import render_report
+
         render_report(self, console, baseline=baseline)
 
     # -- helpers --------------------------------------------------------------------

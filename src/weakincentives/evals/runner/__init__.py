@@ -10,51 +10,57 @@ environments (`_environment.py`) and progress sinks (`_progress.py`). It may imp
 shared records, `dataset`, `scoring`, `store` and `report`; not `loop`.
 """
 
-from ._async_executor import (
-    AsyncFunctionExecutor,
-)
-from ._bundles import (
-    BundleOptions,
-    BundleScope,
-    record_bundle,
-    record_outcome,
-    with_bundle,
-)
-from ._config import (
-    EvalConfig,
-    PrepareMessages,
-)
-from ._environment import (
-    Environment,
-    EnvironmentFactory,
-    check_environment,
-    create_environment,
-    restore_environment,
-    serialize_environment,
-)
-from ._evaluate import (
-    DatasetSource,
-    EvalTarget,
-    EvaluateOptions,
-    evaluate,
-    run_eval,
-)
-from ._fail_fast import DEFAULT_FAIL_FAST
-from ._progress import (
-    CallbackProgress,
-    NullProgress,
-    ProgressSink,
-    as_progress,
-)
-from ._sample import (
-    SampleOutcome,
-    execute_function,
-    execute_sample,
-)
-from ._scheduler import error_result
-from ._target import (
-    prepare_scorer,
-)
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._async_executor import (
+        AsyncFunctionExecutor,
+    )
+    from ._bundles import (
+        BundleOptions,
+        BundleScope,
+        record_bundle,
+        record_outcome,
+        with_bundle,
+    )
+    from ._config import (
+        EvalConfig,
+        PrepareMessages,
+    )
+    from ._environment import (
+        Environment,
+        EnvironmentFactory,
+        check_environment,
+        create_environment,
+        restore_environment,
+        serialize_environment,
+    )
+    from ._evaluate import (
+        DatasetSource,
+        EvalTarget,
+        EvaluateOptions,
+        evaluate,
+        run_eval,
+    )
+    from ._fail_fast import DEFAULT_FAIL_FAST
+    from ._progress import (
+        CallbackProgress,
+        NullProgress,
+        ProgressSink,
+        as_progress,
+    )
+    from ._sample import (
+        SampleOutcome,
+        execute_function,
+        execute_sample,
+    )
+    from ._scheduler import error_result
+    from ._target import (
+        prepare_scorer,
+    )
+
 
 __all__ = [
     "DEFAULT_FAIL_FAST",
@@ -87,3 +93,47 @@ __all__ = [
     "serialize_environment",
     "with_bundle",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.runner._async_executor": ("AsyncFunctionExecutor",),
+        "weakincentives.evals.runner._bundles": (
+            "BundleOptions",
+            "BundleScope",
+            "record_bundle",
+            "record_outcome",
+            "with_bundle",
+        ),
+        "weakincentives.evals.runner._config": ("EvalConfig", "PrepareMessages"),
+        "weakincentives.evals.runner._environment": (
+            "Environment",
+            "EnvironmentFactory",
+            "check_environment",
+            "create_environment",
+            "restore_environment",
+            "serialize_environment",
+        ),
+        "weakincentives.evals.runner._evaluate": (
+            "DatasetSource",
+            "EvalTarget",
+            "EvaluateOptions",
+            "evaluate",
+            "run_eval",
+        ),
+        "weakincentives.evals.runner._fail_fast": ("DEFAULT_FAIL_FAST",),
+        "weakincentives.evals.runner._progress": (
+            "CallbackProgress",
+            "NullProgress",
+            "ProgressSink",
+            "as_progress",
+        ),
+        "weakincentives.evals.runner._sample": (
+            "SampleOutcome",
+            "execute_function",
+            "execute_sample",
+        ),
+        "weakincentives.evals.runner._scheduler": ("error_result",),
+        "weakincentives.evals.runner._target": ("prepare_scorer",),
+    },
+)

@@ -11,14 +11,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from weakincentives.clock import Clock
-from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundle_recorder
+from weakincentives.runtime.bundle import DebugBundleConfig
 from weakincentives.runtime.session import Session
 
 from .._records import EvalRequest
 from ._sample import SampleOutcome
+
+if TYPE_CHECKING:
+    from weakincentives.runtime.bundle import BundleWriter
 
 __all__ = [
     "BundleOptions",
@@ -67,6 +70,9 @@ def open_bundle(
     options: BundleOptions, request: EvalRequest[object, object], clock: Clock
 ) -> BundleWriter:
     """The recorder of `request`'s bundle (enter it around the sample; see `record_bundle`)."""
+    # The writer (zip archives, log capture) is imported by the first run that bundles.
+    from weakincentives.runtime.bundle import bundle_recorder
+
     return bundle_recorder(
         options.config, request_id=str(request.request_id), kind="eval", clock=clock,
         sample_id=request.sample.id, experiment=request.experiment.name, run_id=request.run_id,

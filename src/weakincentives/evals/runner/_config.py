@@ -33,7 +33,7 @@ PrepareMessages = Callable[[Sample[Any, Any]], Sequence[ChatMessage]]
 class EvalConfig:
     """A local run's target and options, as one frozen value.
 
-    Example:
+    Examples:
         >>> import anyio
         >>> from dataclasses import replace
         >>> from weakincentives.evals import Sample, evaluate, exact_match

@@ -7,7 +7,7 @@ must say what it is (`env_kind`) and which layout it has (`version`), so restori
 the wrong class or an incompatible version fails loudly (`EnvironmentMismatchError`)
 instead of corrupting state silently.
 
-Example:
+Examples:
     >>> import anyio
     >>> class Counter:
     ...     ENV_KIND = "counter"

@@ -320,7 +320,7 @@ def run_eval(
     Accepts the older draft's order too: `run_eval(loop, dataset, evaluator)`. Options
     are `evaluate`'s keyword arguments (see `EvaluateOptions`).
 
-    Example:
+    Examples:
         >>> from weakincentives.evals import Sample, exact_match
         >>> report = run_eval([Sample(id="a", input="hi", expected="HI")], str.upper,
         ...                   exact_match)

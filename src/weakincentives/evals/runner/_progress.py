@@ -5,7 +5,7 @@ and `finish` once at the end, also when the run is interrupted. Calls come from 
 loop's thread, one at a time, so a sink needs no locking; keep them cheap, they sit on the
 runner's hot path. The CLI plugs a rich progress bar in; scripts can pass a plain callback.
 
-Example:
+Examples:
     >>> seen = []
     >>> sink = as_progress(seen.append)
     >>> sink.start(2)

@@ -10,76 +10,82 @@ import the shared records, `adapters`, `prompt` and `runtime.session`; nothing e
 `evals`.
 """
 
-from ._builtins import (
-    all_of,
-    any_of,
-    contains,
-    contains_ci,
-    exact_match,
-    not_,
-    threshold,
-)
-from ._fields import on_field, read_field
-from ._judge import (
-    JUDGE_TEMPLATE,
-    PAIRWISE_TEMPLATE,
-    PASSING_RATINGS,
-    RATING_VALUES,
-    JudgeOutput,
-    JudgeParams,
-    JudgeRating,
-    PairwiseJudge,
-    PairwiseJudgment,
-    PairwiseOutput,
-    PairwiseParams,
-    PairwiseVerdict,
-    PairwiseWinner,
-    judge_adapter,
-    judge_cost_of,
-    llm_judge,
-    pairwise_judge,
-    with_judge_adapter,
-)
-from ._matchers import (
-    json_equal,
-    numeric_close,
-    regex_match,
-    regex_search,
-)
-from ._protocols import (
-    INLINE_ATTR,
-    SESSION_AWARE_ATTR,
-    Evaluator,
-    SessionEvaluator,
-    adapt,
-    call_evaluator,
-    classify_error,
-    evaluator_name,
-    inline_evaluator,
-    is_inline_evaluator,
-    is_session_aware,
-    run_evaluator,
-    session_aware,
-)
-from ._session_checks import (
-    all_tools_succeeded,
-    latency_under,
-    max_model_requests,
-    slice_contains,
-    token_usage_under,
-    tool_args_match,
-    tool_call_count,
-    tool_called,
-    tool_not_called,
-    tool_sequence,
-)
-from ._trajectory import (
-    TRAJECTORY_SCORER_ATTR,
-    Trajectory,
-    TrajectoryScorer,
-    is_trajectory_scorer,
-    trajectory_scorer,
-)
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._builtins import (
+        all_of,
+        any_of,
+        contains,
+        contains_ci,
+        exact_match,
+        not_,
+        threshold,
+    )
+    from ._fields import on_field, read_field
+    from ._judge import (
+        JUDGE_TEMPLATE,
+        PAIRWISE_TEMPLATE,
+        PASSING_RATINGS,
+        RATING_VALUES,
+        JudgeOutput,
+        JudgeParams,
+        JudgeRating,
+        PairwiseJudge,
+        PairwiseJudgment,
+        PairwiseOutput,
+        PairwiseParams,
+        PairwiseVerdict,
+        PairwiseWinner,
+        judge_adapter,
+        judge_cost_of,
+        llm_judge,
+        pairwise_judge,
+        with_judge_adapter,
+    )
+    from ._matchers import (
+        json_equal,
+        numeric_close,
+        regex_match,
+        regex_search,
+    )
+    from ._protocols import (
+        INLINE_ATTR,
+        SESSION_AWARE_ATTR,
+        Evaluator,
+        SessionEvaluator,
+        adapt,
+        call_evaluator,
+        classify_error,
+        evaluator_name,
+        inline_evaluator,
+        is_inline_evaluator,
+        is_session_aware,
+        run_evaluator,
+        session_aware,
+    )
+    from ._session_checks import (
+        all_tools_succeeded,
+        latency_under,
+        max_model_requests,
+        slice_contains,
+        token_usage_under,
+        tool_args_match,
+        tool_call_count,
+        tool_called,
+        tool_not_called,
+        tool_sequence,
+    )
+    from ._trajectory import (
+        TRAJECTORY_SCORER_ATTR,
+        Trajectory,
+        TrajectoryScorer,
+        is_trajectory_scorer,
+        trajectory_scorer,
+    )
+
 
 __all__ = [
     "INLINE_ATTR",
@@ -142,3 +148,79 @@ __all__ = [
     "trajectory_scorer",
     "with_judge_adapter",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.scoring._builtins": (
+            "all_of",
+            "any_of",
+            "contains",
+            "contains_ci",
+            "exact_match",
+            "not_",
+            "threshold",
+        ),
+        "weakincentives.evals.scoring._fields": ("on_field", "read_field"),
+        "weakincentives.evals.scoring._judge": (
+            "JUDGE_TEMPLATE",
+            "PAIRWISE_TEMPLATE",
+            "PASSING_RATINGS",
+            "RATING_VALUES",
+            "JudgeOutput",
+            "JudgeParams",
+            "JudgeRating",
+            "PairwiseJudge",
+            "PairwiseJudgment",
+            "PairwiseOutput",
+            "PairwiseParams",
+            "PairwiseVerdict",
+            "PairwiseWinner",
+            "judge_adapter",
+            "judge_cost_of",
+            "llm_judge",
+            "pairwise_judge",
+            "with_judge_adapter",
+        ),
+        "weakincentives.evals.scoring._matchers": (
+            "json_equal",
+            "numeric_close",
+            "regex_match",
+            "regex_search",
+        ),
+        "weakincentives.evals.scoring._protocols": (
+            "INLINE_ATTR",
+            "SESSION_AWARE_ATTR",
+            "Evaluator",
+            "SessionEvaluator",
+            "adapt",
+            "call_evaluator",
+            "classify_error",
+            "evaluator_name",
+            "inline_evaluator",
+            "is_inline_evaluator",
+            "is_session_aware",
+            "run_evaluator",
+            "session_aware",
+        ),
+        "weakincentives.evals.scoring._session_checks": (
+            "all_tools_succeeded",
+            "latency_under",
+            "max_model_requests",
+            "slice_contains",
+            "token_usage_under",
+            "tool_args_match",
+            "tool_call_count",
+            "tool_called",
+            "tool_not_called",
+            "tool_sequence",
+        ),
+        "weakincentives.evals.scoring._trajectory": (
+            "TRAJECTORY_SCORER_ATTR",
+            "Trajectory",
+            "TrajectoryScorer",
+            "is_trajectory_scorer",
+            "trajectory_scorer",
+        ),
+    },
+)

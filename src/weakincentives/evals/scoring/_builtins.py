@@ -87,7 +87,7 @@ def exact_match(
     `exact_match(field="answer")` is the evaluator comparing `output.answer` (see
     `on_field`).
 
-    Example:
+    Examples:
         >>> exact_match("hello", "hello").passed
         True
         >>> exact_match("hello", "Hello").reason
@@ -139,7 +139,7 @@ def contains(
     frozenset or dict output is tested for membership (`expected in output`). Use
     `contains_ci`, or `functools.partial(contains, case_sensitive=False)`, to ignore case.
 
-    Example:
+    Examples:
         >>> contains("The answer is 42.", "42").passed
         True
         >>> contains("The answer is 42.", "43").reason
@@ -176,7 +176,7 @@ def contains(
 def contains_ci(output: object, expected: object) -> Score:
     """`contains`, ignoring case (Unicode case folding).
 
-    Example:
+    Examples:
         >>> contains_ci("PARIS is the capital", "paris").passed
         True
     """
@@ -204,7 +204,7 @@ def all_of(*evaluators: Any) -> Any:
     `name.metric` (weight 0). If children raise, the others still run and then
     the first exception is re-raised, with a note naming the child.
 
-    Example:
+    Examples:
         >>> s = all_of(exact_match, contains)("4", "4")
         >>> s.passed, s.reason
         (True, "exact_match: output equals expected '4'; contains: '4' found in output")
@@ -228,7 +228,7 @@ def any_of(*evaluators: Any) -> Any:
 
     Runs every child and reports like `all_of`.
 
-    Example:
+    Examples:
         >>> any_of(exact_match, contains)("The answer is 4", "4").passed
         True
     """
@@ -381,7 +381,7 @@ def not_(
 def not_(evaluator: Any) -> Any:
     """Invert an evaluator: pass when it fails. The value is `1 - value`.
 
-    Example:
+    Examples:
         >>> s = not_(contains)("all good", "error")
         >>> s.passed, s.reason
         (True, "contains failed as required: 'error' not found in output 'all good'")
@@ -418,7 +418,7 @@ def threshold(evaluator: Any, min_value: float) -> Any:
     Useful with graded evaluators: `threshold(llm_judge(adapter, "helpful"), 0.5)` also
     passes "fair" answers.
 
-    Example:
+    Examples:
         >>> half = lambda output, expected: Score(value=0.5, passed=False, reason="half right")
         >>> threshold(half, 0.5)("x", "y").reason
         'half right; value 0.5 >= 0.5 required'

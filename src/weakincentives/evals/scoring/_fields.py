@@ -49,7 +49,7 @@ def on_field(evaluator: Callable[..., Score], field: str) -> Evaluator[object, o
 
     An output without the field fails, its reason naming the fields it has.
 
-    Example:
+    Examples:
         >>> from weakincentives.evals import exact_match
         >>> on_field(exact_match, "answer")({"answer": "4", "work": "2+2"}, "4").passed
         True

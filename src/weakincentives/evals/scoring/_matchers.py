@@ -49,7 +49,7 @@ def regex_match(
 
     With `pattern=None` each sample's `expected` is the pattern.
 
-    Example:
+    Examples:
         >>> regex_match("[0-9]+")("42", None).passed
         True
         >>> regex_match("[0-9]+")("42 apples", None).reason
@@ -68,7 +68,7 @@ def regex_search(
 
     With `pattern=None` each sample's `expected` is the pattern.
 
-    Example:
+    Examples:
         >>> regex_search("answer is ([0-9]+)")("The answer is 42.", None).reason
         "found 'answer is 42' at 4 for /answer is ([0-9]+)/"
     """
@@ -147,7 +147,7 @@ def json_equal(output: object, expected: object, *, ignore_extra_keys: bool = Fa
     `ignore_extra_keys=True` (use `functools.partial`), keys present in the output but
     absent from expected are allowed at any depth.
 
-    Example:
+    Examples:
         >>> json_equal('{"b": 2, "a": 1}', {"a": 1, "b": 2}).passed
         True
         >>> json_equal('{"a": {"b": 3}}', '{"a": {"b": 2}}').reason
@@ -235,7 +235,7 @@ def numeric_close(
     A text is read as a number whole, or else its *last* number is used (thousands
     separators allowed): "The answer is 1,234." reads as 1234.
 
-    Example:
+    Examples:
         >>> close = numeric_close(abs_tol=0.01)
         >>> close("The total is 3.141", 3.14).passed
         True

@@ -70,7 +70,7 @@ INLINE_ATTR = "__wink_inline__"
 class Evaluator(Protocol[OutputT_contra, ExpectedT_contra]):
     """A plain evaluator: `(output, expected) -> Score`, pure and side-effect free.
 
-    Example:
+    Examples:
         >>> def starts_right(output: str, expected: str) -> Score:
         ...     ok = output.startswith(expected)
         ...     return Score(value=float(ok), passed=ok, reason=f"starts with {expected!r}: {ok}")
@@ -180,7 +180,7 @@ def inline_evaluator(fn: CallableT) -> CallableT:
     scored in a worker thread, as is every evaluator under `judge_concurrency=`.
     Callables that do not take attributes (bound methods) are wrapped.
 
-    Example:
+    Examples:
         >>> @inline_evaluator
         ... def shouted(output: str, expected: str) -> Score:
         ...     ok = output == expected.upper()
@@ -228,7 +228,7 @@ def session_aware(fn: Callable[..., Score]) -> SessionEvaluator[Any, Any]:
     objects over untyped functions, a third parameter with a default and no annotation.
     Callables that do not take attributes (bound methods) are wrapped.
 
-    Example:
+    Examples:
         >>> from weakincentives.runtime import ToolInvoked
         >>> check = session_aware(lambda *a: Score(value=1.0, passed=len(a[2][ToolInvoked]) > 0))
         >>> is_session_aware(check)
@@ -349,7 +349,7 @@ def adapt(evaluator: Evaluator[OutputT, ExpectedT]) -> SessionEvaluator[OutputT,
     The result keeps the evaluator's name, so combinator reasons still read
     `exact_match: ...`. An evaluator that is already session-aware is returned as is.
 
-    Example:
+    Examples:
         >>> from weakincentives.runtime.session import Session
         >>> def same(output: str, expected: str) -> Score:
         ...     return Score(value=float(output == expected), passed=output == expected)
@@ -416,7 +416,7 @@ def run_evaluator(
 ) -> Score:
     """Score one output: pass the session when the evaluator is session-aware.
 
-    Example:
+    Examples:
         >>> run_evaluator(lambda o, e: Score(value=1.0, passed=o == e), "4", "4").passed
         True
 
@@ -435,7 +435,7 @@ def classify_error(exc: BaseException, default: ErrorKind = "evaluator") -> Erro
     `JudgeError` -> `"judge"`; `DeadlineExceededError` and other `TimeoutError`s ->
     `"timeout"`; `BudgetExceededError` -> `"budget"`; anything else -> `default`.
 
-    Example:
+    Examples:
         >>> classify_error(JudgeError("garbage"))
         'judge'
         >>> classify_error(KeyError("x"), default="agent")

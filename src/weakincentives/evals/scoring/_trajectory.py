@@ -9,7 +9,7 @@ mean of the metrics with weight > 0) is the signal an RL loop consumes.
 A scorer is recognized, in order, by the `trajectory_scorer` marker, or by the annotation
 of its first positional parameter being `Trajectory` (string annotations included).
 
-Example:
+Examples:
     >>> from weakincentives.evals import Metric, Sample, Score
     >>> @trajectory_scorer
     ... def score_fn(trajectory, sample):

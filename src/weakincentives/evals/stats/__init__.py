@@ -61,47 +61,53 @@ Judges:
   Student's t quantile and tail, without scipy.
 """
 
-from weakincentives.errors import InvalidStatisticError
+from typing import TYPE_CHECKING
 
-from ._format import format_signed, plural
-from ._intervals import (
-    ClusteredEstimate,
-    Interval,
-    MeanEstimate,
-    RateEstimate,
-    clustered_mean,
-    mean_ci,
-    wilson_interval,
-)
-from ._judge import (
-    CorrectedRate,
-    JudgeAgreement,
-    cohens_kappa,
-    corrected_pass_rate,
-    judge_agreement,
-)
-from ._mcnemar import McNemarResult, mcnemar
-from ._mcnemar_power import (
-    connor_sample_size,
-    discordant_rates,
-    mcnemar_detectable_effect,
-    mcnemar_detectable_rise,
-    mcnemar_power,
-    mcnemar_sample_size,
-)
-from ._multiple import benjamini_hochberg, holm
-from ._newcombe import newcombe_paired_interval
-from ._normal import normal_ppf
-from ._outcomes import OutcomeSummary, repeated_samples, summarize_outcomes
-from ._paired import PairedComparison, paired_comparison, paired_comparisons
-from ._passk import pass_at_k, pass_at_k_by_sample, pass_hat_k, pass_hat_k_by_sample
-from ._power import (
-    minimum_detectable_effect,
-    required_sample_size,
-    required_sample_size_proportions,
-    t_test_power,
-)
-from ._tdist import t_ppf, t_sf
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from weakincentives.errors import InvalidStatisticError
+
+    from ._format import format_signed, plural
+    from ._intervals import (
+        ClusteredEstimate,
+        Interval,
+        MeanEstimate,
+        RateEstimate,
+        clustered_mean,
+        mean_ci,
+        wilson_interval,
+    )
+    from ._judge import (
+        CorrectedRate,
+        JudgeAgreement,
+        cohens_kappa,
+        corrected_pass_rate,
+        judge_agreement,
+    )
+    from ._mcnemar import McNemarResult, mcnemar
+    from ._mcnemar_power import (
+        connor_sample_size,
+        discordant_rates,
+        mcnemar_detectable_effect,
+        mcnemar_detectable_rise,
+        mcnemar_power,
+        mcnemar_sample_size,
+    )
+    from ._multiple import benjamini_hochberg, holm
+    from ._newcombe import newcombe_paired_interval
+    from ._normal import normal_ppf
+    from ._outcomes import OutcomeSummary, repeated_samples, summarize_outcomes
+    from ._paired import PairedComparison, paired_comparison, paired_comparisons
+    from ._passk import pass_at_k, pass_at_k_by_sample, pass_hat_k, pass_hat_k_by_sample
+    from ._power import (
+        minimum_detectable_effect,
+        required_sample_size,
+        required_sample_size_proportions,
+        t_test_power,
+    )
+    from ._tdist import t_ppf, t_sf
+
 
 __all__ = [
     "ClusteredEstimate",
@@ -148,3 +154,62 @@ __all__ = [
     "t_test_power",
     "wilson_interval",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.errors": ("InvalidStatisticError",),
+        "weakincentives.evals.stats._format": ("format_signed", "plural"),
+        "weakincentives.evals.stats._intervals": (
+            "ClusteredEstimate",
+            "Interval",
+            "MeanEstimate",
+            "RateEstimate",
+            "clustered_mean",
+            "mean_ci",
+            "wilson_interval",
+        ),
+        "weakincentives.evals.stats._judge": (
+            "CorrectedRate",
+            "JudgeAgreement",
+            "cohens_kappa",
+            "corrected_pass_rate",
+            "judge_agreement",
+        ),
+        "weakincentives.evals.stats._mcnemar": ("McNemarResult", "mcnemar"),
+        "weakincentives.evals.stats._mcnemar_power": (
+            "connor_sample_size",
+            "discordant_rates",
+            "mcnemar_detectable_effect",
+            "mcnemar_detectable_rise",
+            "mcnemar_power",
+            "mcnemar_sample_size",
+        ),
+        "weakincentives.evals.stats._multiple": ("benjamini_hochberg", "holm"),
+        "weakincentives.evals.stats._newcombe": ("newcombe_paired_interval",),
+        "weakincentives.evals.stats._normal": ("normal_ppf",),
+        "weakincentives.evals.stats._outcomes": (
+            "OutcomeSummary",
+            "repeated_samples",
+            "summarize_outcomes",
+        ),
+        "weakincentives.evals.stats._paired": (
+            "PairedComparison",
+            "paired_comparison",
+            "paired_comparisons",
+        ),
+        "weakincentives.evals.stats._passk": (
+            "pass_at_k",
+            "pass_at_k_by_sample",
+            "pass_hat_k",
+            "pass_hat_k_by_sample",
+        ),
+        "weakincentives.evals.stats._power": (
+            "minimum_detectable_effect",
+            "required_sample_size",
+            "required_sample_size_proportions",
+            "t_test_power",
+        ),
+        "weakincentives.evals.stats._tdist": ("t_ppf", "t_sf"),
+    },
+)

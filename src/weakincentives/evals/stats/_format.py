@@ -13,7 +13,7 @@ def format_signed(value: float, digits: int = 1, *, scale: float = 1.0) -> str:
     A value that rounds to zero prints as `+0.0` whatever its sign (a bootstrap bound of
     -0.0004 points is no evidence of a negative effect).
 
-    Example:
+    Examples:
         >>> format_signed(-0.0004, 1, scale=100), format_signed(0.2104, 3)
         ('+0.0', '+0.210')
     """
@@ -28,7 +28,7 @@ def format_signed(value: float, digits: int = 1, *, scale: float = 1.0) -> str:
 def plural(count: int, word: str, many: str | None = None) -> str:
     """`"1 sample"`, `"3 samples"`: the count and the word, plural unless the count is 1.
 
-    Example:
+    Examples:
         >>> plural(1, "cluster"), plural(2, "cluster"), plural(0, "match", "matches")
         ('1 cluster', '2 clusters', '0 matches')
     """

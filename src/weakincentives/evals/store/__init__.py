@@ -9,38 +9,44 @@ Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
 may import the shared records and the layers below `evals`; nothing else of `evals`.
 """
 
-from ._files import (
-    MANIFEST_FILE,
-    RESULTS_FILE,
-    iter_results,
-    latest_results,
-)
-from ._fingerprint import (
-    ExperimentFingerprint,
-    Fingerprint,
-    code_directory,
-    diff_fingerprints,
-    git_commit,
-    qualified_name,
-)
-from ._handle import (
-    RunCounts,
-    RunHandle,
-    RunManifest,
-    RunStatus,
-)
-from ._provenance import (
-    RunProvenance,
-    adapters_of,
-    git_dirty,
-    redact_command,
-    target_adapter,
-)
-from ._run_store import (
-    RunStore,
-    new_run_id,
-)
-from ._slim import SlimDecoder, slim_copy
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from ._files import (
+        MANIFEST_FILE,
+        RESULTS_FILE,
+        iter_results,
+        latest_results,
+    )
+    from ._fingerprint import (
+        ExperimentFingerprint,
+        Fingerprint,
+        code_directory,
+        diff_fingerprints,
+        git_commit,
+        qualified_name,
+    )
+    from ._handle import (
+        RunCounts,
+        RunHandle,
+        RunManifest,
+        RunStatus,
+    )
+    from ._provenance import (
+        RunProvenance,
+        adapters_of,
+        git_dirty,
+        redact_command,
+        target_adapter,
+    )
+    from ._run_store import (
+        RunStore,
+        new_run_id,
+    )
+    from ._slim import SlimDecoder, slim_copy
+
 
 __all__ = [
     "MANIFEST_FILE",
@@ -67,3 +73,38 @@ __all__ = [
     "slim_copy",
     "target_adapter",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.evals.store._files": (
+            "MANIFEST_FILE",
+            "RESULTS_FILE",
+            "iter_results",
+            "latest_results",
+        ),
+        "weakincentives.evals.store._fingerprint": (
+            "ExperimentFingerprint",
+            "Fingerprint",
+            "code_directory",
+            "diff_fingerprints",
+            "git_commit",
+            "qualified_name",
+        ),
+        "weakincentives.evals.store._handle": (
+            "RunCounts",
+            "RunHandle",
+            "RunManifest",
+            "RunStatus",
+        ),
+        "weakincentives.evals.store._provenance": (
+            "RunProvenance",
+            "adapters_of",
+            "git_dirty",
+            "redact_command",
+            "target_adapter",
+        ),
+        "weakincentives.evals.store._run_store": ("RunStore", "new_run_id"),
+        "weakincentives.evals.store._slim": ("SlimDecoder", "slim_copy"),
+    },
+)

@@ -62,7 +62,7 @@ class Fingerprint:
 
     Build one with `Fingerprint.build`, which fills in the package version and git commit.
 
-    Example:
+    Examples:
         >>> from weakincentives.experiment import BASELINE
         >>> fp = Fingerprint.build(
         ...     dataset_sha256="ab" * 32, experiments=[BASELINE], evaluators=[len],
@@ -218,7 +218,7 @@ def diff_fingerprints(
         new: The current one.
         ignore: Field names not to compare (e.g. `{"git_commit"}`).
 
-    Example:
+    Examples:
         >>> a = Fingerprint(dataset_sha256="abc", epochs=1)
         >>> diff_fingerprints(a, Fingerprint(dataset_sha256="def", epochs=3))
         ['dataset sha256: abc -> def', 'epochs: 1 -> 3']

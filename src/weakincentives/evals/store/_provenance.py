@@ -45,7 +45,7 @@ __all__ = [
 class RunProvenance:
     """Where a run came from; `run.json` keeps it under `provenance`.
 
-    Example:
+    Examples:
         >>> p = RunProvenance(python_version="3.11.9", package_version="0.1.0")
         >>> p.models()
         {}
@@ -152,7 +152,7 @@ _SECRET_OPTION = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORE
 def redact_command(argv: Sequence[str], redactor: Redactor | None = None) -> tuple[str, ...]:
     """`argv` with secrets redacted, the value after a secret-looking option too.
 
-    Example:
+    Examples:
         >>> redact_command(["wink", "--api-key", "abc123", "--n", "3"], default_redactor({}))
         ('wink', '--api-key', '[REDACTED]', '--n', '3')
     """

@@ -7,7 +7,7 @@ runs/20261120-233501-ab12cd/
   .lock           flock held by the one writer (released by the kernel if it dies)
 ```
 
-Example:
+Examples:
     >>> import tempfile
     >>> from weakincentives.evals.store._fingerprint import Fingerprint
     >>> fp = Fingerprint(dataset_sha256="0" * 64)
@@ -56,7 +56,7 @@ _log = logging.getLogger(__name__)
 def new_run_id(now: datetime) -> str:
     """A sortable, readable, unique run id: `YYYYmmdd-HHMMSS-xxxxxx` (UTC, 6 random hex).
 
-    Example:
+    Examples:
         >>> new_run_id(datetime(2026, 11, 20, 23, 35, 1, tzinfo=UTC))[:16]
         '20261120-233501-'
     """

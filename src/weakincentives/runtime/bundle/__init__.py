@@ -6,7 +6,7 @@ before and after, the log records of the sample, metrics, `eval.json` for evalua
 and a manifest with ids, status, timings and a checksum per file. Secrets are redacted
 from every file. Read bundles with `weakincentives.debug.DebugBundle`.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from pathlib import Path
     >>> config = DebugBundleConfig(directory=Path(tempfile.mkdtemp()))
@@ -16,35 +16,45 @@ Example:
     True
 """
 
-from weakincentives.runtime.bundle._config import DebugBundleConfig
-from weakincentives.runtime.bundle._manifest import (
-    BUNDLE_FORMAT,
-    BUNDLE_FORMAT_VERSION,
-    ERROR_FILE,
-    EVAL_FILE,
-    EXTRA_DIR,
-    LOGS_FILE,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    REQUEST_FILE,
-    RESPONSE_FILE,
-    SESSION_AFTER_FILE,
-    SESSION_BEFORE_FILE,
-    BundleErrorInfo,
-    BundleFile,
-    BundleIds,
-    BundleKind,
-    BundleManifest,
-    BundleTimings,
-)
-from weakincentives.runtime.bundle._redact import (
-    DEFAULT_SECRET_ENV_NAMES,
-    DEFAULT_SECRET_FIELD_NAMES,
-    DEFAULT_SECRET_PATTERNS,
-    RedactionPolicy,
-    Redactor,
-)
-from weakincentives.runtime.bundle._writer import BundleWriter, SupportsSnapshot, bundle_recorder
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from weakincentives.runtime.bundle._config import DebugBundleConfig
+    from weakincentives.runtime.bundle._manifest import (
+        BUNDLE_FORMAT,
+        BUNDLE_FORMAT_VERSION,
+        ERROR_FILE,
+        EVAL_FILE,
+        EXTRA_DIR,
+        LOGS_FILE,
+        MANIFEST_FILE,
+        METRICS_FILE,
+        REQUEST_FILE,
+        RESPONSE_FILE,
+        SESSION_AFTER_FILE,
+        SESSION_BEFORE_FILE,
+        BundleErrorInfo,
+        BundleFile,
+        BundleIds,
+        BundleKind,
+        BundleManifest,
+        BundleTimings,
+    )
+    from weakincentives.runtime.bundle._redact import (
+        DEFAULT_SECRET_ENV_NAMES,
+        DEFAULT_SECRET_FIELD_NAMES,
+        DEFAULT_SECRET_PATTERNS,
+        RedactionPolicy,
+        Redactor,
+    )
+    from weakincentives.runtime.bundle._writer import (
+        BundleWriter,
+        SupportsSnapshot,
+        bundle_recorder,
+    )
+
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -75,3 +85,42 @@ __all__ = [
     "SupportsSnapshot",
     "bundle_recorder",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.runtime.bundle._config": ("DebugBundleConfig",),
+        "weakincentives.runtime.bundle._manifest": (
+            "BUNDLE_FORMAT",
+            "BUNDLE_FORMAT_VERSION",
+            "ERROR_FILE",
+            "EVAL_FILE",
+            "EXTRA_DIR",
+            "LOGS_FILE",
+            "MANIFEST_FILE",
+            "METRICS_FILE",
+            "REQUEST_FILE",
+            "RESPONSE_FILE",
+            "SESSION_AFTER_FILE",
+            "SESSION_BEFORE_FILE",
+            "BundleErrorInfo",
+            "BundleFile",
+            "BundleIds",
+            "BundleKind",
+            "BundleManifest",
+            "BundleTimings",
+        ),
+        "weakincentives.runtime.bundle._redact": (
+            "DEFAULT_SECRET_ENV_NAMES",
+            "DEFAULT_SECRET_FIELD_NAMES",
+            "DEFAULT_SECRET_PATTERNS",
+            "RedactionPolicy",
+            "Redactor",
+        ),
+        "weakincentives.runtime.bundle._writer": (
+            "BundleWriter",
+            "SupportsSnapshot",
+            "bundle_recorder",
+        ),
+    },
+)

@@ -16,7 +16,7 @@ __all__ = ["DebugBundleConfig"]
 class DebugBundleConfig:
     """Where and what to write when debug bundles are enabled.
 
-    Example:
+    Examples:
         >>> DebugBundleConfig(directory=Path("eval_bundles")).include_logs
         True
     """

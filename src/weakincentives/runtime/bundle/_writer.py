@@ -434,7 +434,7 @@ def bundle_recorder(
 ) -> BundleWriter:
     """Return a `BundleWriter` to wrap around one sample in a `with` block.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from weakincentives.clock import FakeClock
         >>> config = DebugBundleConfig(directory=Path(tempfile.mkdtemp()))

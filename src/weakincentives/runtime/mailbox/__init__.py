@@ -7,30 +7,36 @@ timeout passes. Replies go to the sender's `reply_to`, a mailbox or a name resol
 `MailboxResolver`. `CollectingMailbox` and `FakeMailbox` are test doubles.
 """
 
-from weakincentives.runtime.mailbox._in_memory import InMemoryMailbox, InMemoryMailboxFactory
-from weakincentives.runtime.mailbox._limits import (
-    MAX_MESSAGES,
-    MAX_TIMEOUT_SECONDS,
-    MAX_WAIT_SECONDS,
-    check_receive_arguments,
-    check_timeout,
-)
-from weakincentives.runtime.mailbox._resolvers import CompositeResolver, RegistryResolver
-from weakincentives.runtime.mailbox._testing import (
-    CollectingMailbox,
-    FakeMailbox,
-    MailboxOperation,
-)
-from weakincentives.runtime.mailbox._types import (
-    Mailbox,
-    MailboxFactory,
-    MailboxResolver,
-    Message,
-    ReceiptSettler,
-    SupportsAcknowledgeMany,
-    SupportsSendMany,
-    acknowledge_all,
-)
+from typing import TYPE_CHECKING
+
+from weakincentives import _lazy
+
+if TYPE_CHECKING:
+    from weakincentives.runtime.mailbox._in_memory import InMemoryMailbox, InMemoryMailboxFactory
+    from weakincentives.runtime.mailbox._limits import (
+        MAX_MESSAGES,
+        MAX_TIMEOUT_SECONDS,
+        MAX_WAIT_SECONDS,
+        check_receive_arguments,
+        check_timeout,
+    )
+    from weakincentives.runtime.mailbox._resolvers import CompositeResolver, RegistryResolver
+    from weakincentives.runtime.mailbox._testing import (
+        CollectingMailbox,
+        FakeMailbox,
+        MailboxOperation,
+    )
+    from weakincentives.runtime.mailbox._types import (
+        Mailbox,
+        MailboxFactory,
+        MailboxResolver,
+        Message,
+        ReceiptSettler,
+        SupportsAcknowledgeMany,
+        SupportsSendMany,
+        acknowledge_all,
+    )
+
 
 __all__ = [
     "MAX_MESSAGES",
@@ -54,3 +60,33 @@ __all__ = [
     "check_receive_arguments",
     "check_timeout",
 ]
+
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "weakincentives.runtime.mailbox._in_memory": ("InMemoryMailbox", "InMemoryMailboxFactory"),
+        "weakincentives.runtime.mailbox._limits": (
+            "MAX_MESSAGES",
+            "MAX_TIMEOUT_SECONDS",
+            "MAX_WAIT_SECONDS",
+            "check_receive_arguments",
+            "check_timeout",
+        ),
+        "weakincentives.runtime.mailbox._resolvers": ("CompositeResolver", "RegistryResolver"),
+        "weakincentives.runtime.mailbox._testing": (
+            "CollectingMailbox",
+            "FakeMailbox",
+            "MailboxOperation",
+        ),
+        "weakincentives.runtime.mailbox._types": (
+            "Mailbox",
+            "MailboxFactory",
+            "MailboxResolver",
+            "Message",
+            "ReceiptSettler",
+            "SupportsAcknowledgeMany",
+            "SupportsSendMany",
+            "acknowledge_all",
+        ),
+    },
+)

@@ -62,7 +62,7 @@ class InMemoryMailbox(Generic[T, R]):
         max_size: The most messages held at once (None: unbounded); `send` beyond it
             raises `MailboxFullError`.
 
-    Example:
+    Examples:
         ```python
         requests: InMemoryMailbox[str, int] = InMemoryMailbox(name="requests")
         ```

@@ -59,7 +59,7 @@ class CompositeResolver(Generic[T]):
         registry: Mailboxes by name, consulted first (copied).
         factory: Creates mailboxes for names the registry does not hold.
 
-    Example:
+    Examples:
         ```python
         resolver = CompositeResolver(registry={}, factory=InMemoryMailboxFactory())
         ```

@@ -167,7 +167,7 @@ class FakeMailbox(_Wrapper[T, R]):
         reply_resolver: Resolves reply-to names.
         max_size: The most messages held at once (None: unbounded).
 
-    Example:
+    Examples:
         ```python
         mailbox = FakeMailbox(clock=FakeClock())
         mailbox.fail_next("acknowledge", MailboxConnectionError("redis went away"))

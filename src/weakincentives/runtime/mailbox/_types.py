@@ -48,9 +48,8 @@ class Mailbox(Protocol[T, R]):
     Messages become visible in order of the time they became visible, ties in send
     order: plain sends are FIFO.
 
-    Type parameters:
-        T: The body type of messages in this mailbox.
-        R: The body type of replies to them (`None` when nobody replies).
+    Its two type parameters are the body type of its messages (`T`) and the body type
+    of replies to them (`R`, `None` when nobody replies).
     """
 
     @property
