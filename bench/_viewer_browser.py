@@ -6,6 +6,8 @@ user's browser already runs):
 - `browser_index_s`: from starting `wink debug RUN --no-open` (a fresh interpreter:
   imports, the index of the run, the server) until Chromium shows the run page with its
   statistics, charts and the first page of results (`1-50 of N`, with an en dash);
+- `browser_index_cpu_s`: the CPU time the `wink debug` process used until then (steadier
+  than wall time on a shared machine: the process's own work, not its waiting);
 - `browser_served_s`: of that, until the command printed its URL (the index is built);
 - `browser_page_ms`: the results grid's next page, from the click until the grid shows it
   (best of `PAGES`);
@@ -102,6 +104,7 @@ def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
             counter = page.locator("#result-count")
             expect(counter).to_have_text(count(1, 50, total), timeout=TIMEOUT_MS)
             index = time.perf_counter() - start
+            index_cpu = _cpu_seconds(proc.pid)
 
             def next_page() -> None:
                 page.locator(".pager a.next").first.click()
@@ -139,4 +142,19 @@ def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
             proc.terminate()
             proc.wait(timeout=30)
             browser.close()
-    return {"browser_index_s": index, "browser_served_s": served, **metrics}
+    return {
+        "browser_index_s": index,
+        "browser_index_cpu_s": index_cpu,
+        "browser_served_s": served,
+        **metrics,
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far (Linux; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return float("nan")
+    # After the command name: state is field 3, utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
