@@ -22,6 +22,7 @@ unusual but valid form gives the same result, and an invalid one the same error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ __all__ = ["SlimDecoder", "slim_copy"]
 _NO_USAGE = TokenUsage()
 
 
+@functools.cache
 def _line_type() -> type[msgspec.Struct]:
     import msgspec
 
