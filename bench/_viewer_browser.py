@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import quick
+
 __all__ = ["available", "measure_browser"]
 
 CHROMIUM = "/usr/bin/chromium"
@@ -39,6 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 PAGES = 5
+"""Repeats of each timed page (2 with `--quick`)."""
 TIMEOUT_MS = 120_000
 DASH = "\u2013"
 
@@ -113,7 +116,8 @@ def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
                 expect(counter).to_have_text(count(1, 50, total))
 
             # Forward and back: half of each pair is the timed page (both are pages).
-            metrics = {"browser_page_ms": _timed_ms(next_page, PAGES) / 2}
+            pages = 2 if quick() else PAGES
+            metrics = {"browser_page_ms": _timed_ms(next_page, pages) / 2}
 
             def open_sample() -> None:
                 page.locator("#results tbody tr a.sample-link").first.click()
@@ -124,7 +128,7 @@ def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
                 expect(counter).to_have_text(count(1, 50, total))
 
             sample_ms, run_ms = [], []
-            for _ in range(PAGES):
+            for _ in range(pages):
                 sample_ms.append(_timed_ms(open_sample))
                 run_ms.append(_timed_ms(back_to_run))
             metrics["browser_sample_ms"] = min(sample_ms)
