@@ -31,7 +31,7 @@ import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,14 @@ def _template() -> dict[str, Any]:
     return data
 
 
-def generate_run(root: Path, n: int) -> Path:
-    """Write a run of `n` results (n / 4 samples x 4 experiments) under `root`."""
+def generate_run(
+    root: Path, n: int, *, experiments: Sequence[str] = _EXPERIMENTS, variant: int = 0
+) -> Path:
+    """Write a run of `n` results (n / len(experiments) samples each) under `root`.
+
+    `variant` 0 passes 70% of the results; variant 1 passes 80%, and half of its pairs
+    with variant 0 differ (as a changed agent's run differs from its baseline's).
+    """
     store = RunStore(root, clock=FakeClock(), sync_interval=None)
     with store.create(Fingerprint(dataset_sha256="0" * 64, target="bench"), run_id="bench"):
         pass
@@ -96,10 +102,10 @@ def generate_run(root: Path, n: int) -> Path:
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     with (root / "bench" / "results.jsonl").open("w", encoding="utf-8") as f:
         for i in range(n):
-            ok = (i * 7) % 10 < 7
+            ok = (i * 7 + 3 * variant) % 10 < 7 + variant
             line = dict(template)
-            line["sample_id"] = f"sample-{i // len(_EXPERIMENTS):06d}"
-            line["experiment_name"] = _EXPERIMENTS[i % len(_EXPERIMENTS)]
+            line["sample_id"] = f"sample-{i // len(experiments):06d}"
+            line["experiment_name"] = experiments[i % len(experiments)]
             line["score"] = {**template["score"], "value": float(ok), "passed": ok}
             line["latency_ms"] = float(50 + (i * 37) % 1000)
             line["request_id"] = f"req-{i:08d}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from rich.console import Console
@@ -140,10 +141,12 @@ def test_one_sample_with_three_epochs_says_why_nothing_is_known() -> None:
 
 def test_a_bound_that_rounds_to_zero_prints_without_a_minus_sign() -> None:
     # Before: "Bootstrap CI [-0.0, +0.3] pts" and "Paired delta +0.1 pts [-0.0, +0.3]".
+    # 1 regression and 4 improvements in 3,000 pairs: the seeded bootstrap's lower end is
+    # -1/3000, which rounds to zero.
     n = 3000
     report = EvalReport(
         results=(
-            *(result(f"s{i}", "baseline", not 1 <= i <= 5) for i in range(n)),
+            *(result(f"s{i}", "baseline", not 1 <= i <= 4) for i in range(n)),
             *(result(f"s{i}", "v2", i >= 1) for i in range(n)),
         )
     )
@@ -151,7 +154,8 @@ def test_a_bound_that_rounds_to_zero_prints_without_a_minus_sign() -> None:
     assert -0.0005 < comparison.bootstrap_ci.low < 0  # rounds to zero, below it
     rows = lines(report)
     assert rows["Bootstrap CI"].startswith("[+0.0, ")
-    assert "-0.0" not in " ".join(rows.values())
+    # No zero with a minus sign ("-0.0", "-0.000"); a true negative ("-0.001") may show.
+    assert re.search(r"-0\.0+(?![0-9])", " ".join(rows.values())) is None
 
 
 @pytest.mark.parametrize(("errors", "text"), [(1, "(1 error)"), (2, "(2 errors)")])

@@ -30,7 +30,7 @@ def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
         manifest = handle.manifest
         info = run_info_of({"fingerprint": True, "config": manifest.config})
         try:
-            report = EvalReport.load(handle.path)
+            report = EvalReport.load(handle.path, slim=True)
             rates: dict[str, float] | None = report.pass_rate_by_experiment()
             counts = {name: report.experiment(name).total for name in report.experiment_names}
         except (WinkError, ValueError, OSError):

@@ -6,9 +6,12 @@ hold (an experiment, a `--slice` key no result has).
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec
 
 import typer
 
@@ -24,6 +27,31 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = ["compare_command", "report_command"]
+
+
+_P = ParamSpec("_P")
+
+
+def _paused_collector(command: Callable[_P, None]) -> Callable[_P, None]:
+    """Run `command` with the cyclic garbage collector paused, then switch it back on.
+
+    A report holds a few objects per result (100,000 results: about 700,000), none in a
+    cycle; while the statistics are computed, every collection of the oldest generation
+    would walk all of them again (about a sixth of the report's time at 100,000
+    results). Garbage made meanwhile is collected once the collector is back on.
+    """
+
+    @functools.wraps(command)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            command(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
 
 
 def _fail(error: object) -> NoReturn:
@@ -47,7 +75,7 @@ def _load(run: str, runs_dir: Path) -> EvalReport:
         path = Path(run)
         if not path.exists():
             path = RunStore(runs_dir).open(run).path
-        return EvalReport.load(path)
+        return EvalReport.load(path, slim=True)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 
@@ -59,6 +87,7 @@ RunArg = Annotated[
 RunsDirOption = Annotated[Path, typer.Option(help="Directory of run directories.")]
 
 
+@_paused_collector
 def report_command(
     run: RunArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -148,6 +177,7 @@ def _slice_table(loaded: EvalReport, key: str) -> Table:
     return table
 
 
+@_paused_collector
 def compare_command(
     run_a: RunArg,
     run_b: Annotated[

@@ -151,9 +151,15 @@ class Metric:
     """Anything else worth keeping with the metric."""
 
     def __post_init__(self) -> None:
-        _check_finite(f"metric {self.name!r} value", self.value)
-        _check_finite(f"metric {self.name!r} weight", self.weight)
-        if self.weight < 0:
+        # Fast path (a metric is made per sample and per check, and per line when a run
+        # is read): a finite float passes `_check_finite`, and `x - x` is 0.0 only for
+        # finite x.
+        value, weight = self.value, self.weight
+        if type(value) is not float or value - value != 0.0:
+            _check_finite(f"metric {self.name!r} value", value)
+        if type(weight) is not float or weight - weight != 0.0:
+            _check_finite(f"metric {self.name!r} weight", weight)
+        if weight < 0:
             raise InvalidScoreError(f"metric {self.name!r} weight must be >= 0, got {self.weight}")
 
 

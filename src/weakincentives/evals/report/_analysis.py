@@ -77,7 +77,13 @@ def group_by(results: Iterable[EvalResult], key: GroupKey) -> dict[Any, tuple[Ev
     key_of = _key_function(key)
     groups: dict[Any, list[EvalResult]] = {}
     for result in results:
-        groups.setdefault(_hashable(key_of(result), key, result), []).append(result)
+        value = key_of(result)
+        try:
+            group = groups.setdefault(value, [])
+        except TypeError:  # unhashable: `_hashable` says which result and why
+            _hashable(value, key, result)
+            raise
+        group.append(result)
     return {k: tuple(v) for k, v in groups.items()}
 
 

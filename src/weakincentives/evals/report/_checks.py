@@ -14,7 +14,7 @@ no score, and so no checks.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,14 +77,15 @@ def check_rates(results: Iterable[EvalResult]) -> dict[str, CheckRate]:
     verdicts: dict[str, list[bool | None]] = {}
     for result in results:
         for metric in result.score.metrics:
-            values.setdefault(metric.name, []).append(metric.value)
-            verdicts.setdefault(metric.name, []).append(_verdict(metric.metadata))
+            name = metric.name
+            if name not in values:
+                values[name], verdicts[name] = [], []
+            values[name].append(metric.value)
+            # A check's own verdict, when its metadata records one as a bool.
+            metadata = metric.metadata
+            passed = metadata.get("passed") if metadata else None
+            verdicts[name].append(passed if isinstance(passed, bool) else None)
     return {name: _rate(name, values[name], verdicts[name]) for name in values}
-
-
-def _verdict(metadata: Mapping[str, Any]) -> bool | None:
-    passed = metadata.get("passed") if metadata else None
-    return passed if isinstance(passed, bool) else None
 
 
 def _rate(name: str, values: list[float], verdicts: list[bool | None]) -> CheckRate:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from weakincentives.errors import InvalidStatisticError
 
+from ._bootstrap import bootstrap_mean_intervals
 from ._intervals import Bounds, Interval, cluster_codes
 from ._mcnemar import McNemarResult, mcnemar
 from ._normal import as_count, as_values, check_confidence, check_same_length
@@ -22,9 +23,6 @@ from ._spread import Spread, Units, clustered_spread, independent_spread
 if TYPE_CHECKING:  # numpy itself is imported on first use (see the package docstring)
     import numpy as np
     import numpy.typing as npt
-
-# The bootstrap draws at most this many indices at once, bounding its memory.
-_BOOTSTRAP_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,46 +153,6 @@ def _clusters_of(clusters: Sequence[Hashable]) -> _Clusters:
     codes, n_clusters = cluster_codes(clusters)
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
     return _Clusters(codes, n_clusters, sizes)
-
-
-def _bootstrap(
-    samples: Sequence[npt.NDArray[np.float64]],
-    sizes: npt.NDArray[np.float64] | None,
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> list[tuple[float, float]]:
-    """Percentile intervals of the mean over `resamples` draws with replacement, per sample.
-
-    Unclustered (`sizes` None), a sample holds the differences. Clustered, it holds the
-    per-cluster sums of the differences and `sizes` the pairs per cluster: a draw picks
-    whole clusters and its mean is over all of their pairs.
-
-    Every sample must have as many units: they share each draw (and its number of pairs),
-    so the intervals of several samples cost one set of random indices (the expensive
-    part) and each equals the interval of that sample bootstrapped alone with the same seed.
-    """
-    import numpy as np
-
-    n = samples[0].size
-    rng = np.random.default_rng(seed)
-    rows = max(1, _BOOTSTRAP_CHUNK // n)
-    means = np.empty((len(samples), resamples))
-    for start in range(0, resamples, rows):
-        stop = min(start + rows, resamples)
-        indices = rng.integers(0, n, size=(stop - start, n))
-        pairs = None if sizes is None else sizes[indices].sum(axis=1)
-        for k, totals in enumerate(samples):
-            if pairs is None:
-                means[k, start:stop] = totals[indices].mean(axis=1)
-            else:
-                means[k, start:stop] = totals[indices].sum(axis=1) / pairs
-    tail = (1.0 - confidence) / 2.0
-    ends = []
-    for row in means:
-        low, high = np.quantile(row, [tail, 1.0 - tail])
-        ends.append((float(low), float(high)))
-    return ends
 
 
 def _units(base: npt.NDArray[np.float64], treat: npt.NDArray[np.float64]) -> Units:
@@ -376,7 +334,9 @@ def paired_comparisons(
     ]
     sizes = None if groups is None else groups.sizes
     ends = iter(
-        _bootstrap(drawn, sizes, resamples, confidence, seed) if resamples and drawn else []
+        bootstrap_mean_intervals(drawn, sizes, resamples, confidence, seed)
+        if resamples and drawn
+        else []
     )
     results = []
     for (base, treat, _), (differences, delta, spread, units) in zip(scores, parts, strict=True):

@@ -10,6 +10,7 @@ the tests).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from weakincentives.errors import InvalidStatisticError
@@ -91,8 +92,13 @@ def _t_pdf(t: float, df: float) -> float:
     return math.exp(log_c - (df + 1.0) / 2.0 * math.log1p(t * t / df))
 
 
+@functools.lru_cache(maxsize=256)
 def _upper_quantile(q: float, df: float) -> float:
-    """Return `t > 0` with `P(T > t) = q`, for `0 < q < 0.5`."""
+    """Return `t > 0` with `P(T > t) = q`, for `0 < q < 0.5`.
+
+    Cached: a report asks for the same few quantiles many times (one per interval), and
+    at large `df` a quantile takes milliseconds.
+    """
     if df == 1.0:
         return 1.0 / math.tan(math.pi * q)
     if df == 2.0:

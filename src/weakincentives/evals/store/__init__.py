@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         RunStore,
         new_run_id,
     )
+    from ._slim import SlimDecoder, slim_copy
 
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "RunProvenance",
     "RunStatus",
     "RunStore",
+    "SlimDecoder",
     "adapters_of",
     "code_directory",
     "diff_fingerprints",
@@ -68,6 +70,7 @@ __all__ = [
     "new_run_id",
     "qualified_name",
     "redact_command",
+    "slim_copy",
     "target_adapter",
 ]
 
@@ -102,5 +105,6 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "target_adapter",
         ),
         "weakincentives.evals.store._run_store": ("RunStore", "new_run_id"),
+        "weakincentives.evals.store._slim": ("SlimDecoder", "slim_copy"),
     },
 )

@@ -1,0 +1,110 @@
+"""Reading result lines for a report: only the fields the report computes with.
+
+A stored result line holds the whole record: the transcript (`messages`, `tool_calls`),
+`output`, `input`, `expected`, `environment`. A report reads none of them, and validating
+them is most of the cost of reading a run (about 30 µs a line with pydantic, for lines of
+~1 KB). `SlimDecoder` reads a line with msgspec into the fields a report needs and skips
+the rest without building or validating it (lazy validation: a malformed transcript is
+found by the readers that read transcripts, `iter_results` and the viewer, not here).
+
+Kept: `sample_id`, `experiment_name`, `score` (value, passed, reason, metrics), `latency_ms`,
+`error`, `error_kind`, `epoch`, `usage`, `metadata`, `cost`, `judge_cost`. Every other field
+of the `EvalResult` is left at its default.
+
+**Exactness.** The kept fields hold the same values `serde.loads(EvalResult, line)` gives:
+msgspec accepts a subset of what pydantic accepts (its strict mode: no `"1"` for 1, no
+`1.0` for an int field, ...), and both give equal values on what both accept (ints read
+into float fields become floats, `latency_ms` is rounded as `serde.WholeNumber` rounds it,
+`Score` and `Metric` run their own checks in `__post_init__`). A line msgspec refuses, or
+whose values fail those checks, is read again by the full validator, so a line in an
+unusual but valid form gives the same result, and an invalid one the same error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from weakincentives import serde
+from weakincentives.runtime.session import TokenUsage
+
+from .._records import ErrorKind, EvalResult, Score, build_result
+
+if TYPE_CHECKING:
+    import msgspec
+
+__all__ = ["SlimDecoder", "slim_copy"]
+
+_NO_USAGE = TokenUsage()
+
+
+@functools.cache
+def _line_type() -> type[msgspec.Struct]:
+    import msgspec
+
+    class SlimLine(msgspec.Struct, gc=False):
+        """The fields of a result line a report reads; msgspec skips the others."""
+
+        sample_id: str
+        experiment_name: str
+        score: Score
+        latency_ms: int | float
+        error: str | None = None
+        error_kind: ErrorKind | None = None
+        epoch: int = 0
+        usage: TokenUsage = _NO_USAGE
+        metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+        cost: float | None = None
+        judge_cost: float | None = None
+
+    return SlimLine
+
+
+class SlimDecoder:
+    """Decode result lines into `EvalResult`s holding only what a report reads.
+
+    Build one per file read (building the msgspec decoder costs about a millisecond) and
+    call it per line.
+
+    Example:
+        >>> decode = SlimDecoder()
+        >>> line = (b'{"sample_id": "a", "experiment_name": "x", "latency_ms": 12.4,'
+        ...         b' "score": {"value": 1, "passed": true}, "messages": [{"role": "user"}]}')
+        >>> result = decode(line)
+        >>> result.score.value, result.latency_ms, result.messages
+        (1.0, 12, ())
+    """
+
+    def __init__(self) -> None:
+        """Build the msgspec decoder of the slim line type."""
+        import msgspec
+
+        self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(_line_type()).decode
+
+    def __call__(self, line: bytes) -> EvalResult:
+        """The slim `EvalResult` of one JSON line.
+
+        Raises:
+            SerdeError: the line is not a valid result (the full validator's message).
+        """
+        try:
+            slim = self._decode(line)
+            return build_result(
+                sample_id=slim.sample_id, experiment_name=slim.experiment_name,
+                score=slim.score, latency_ms=slim.latency_ms, error=slim.error,
+                error_kind=slim.error_kind, epoch=slim.epoch, usage=slim.usage,
+                metadata=slim.metadata, cost=slim.cost, judge_cost=slim.judge_cost,
+            )  # fmt: skip
+        except Exception:  # any refusal: the full validator decides
+            return slim_copy(serde.loads(EvalResult, line))
+
+
+def slim_copy(result: EvalResult) -> EvalResult:
+    """`result` with only the fields `SlimDecoder` keeps (the others at their defaults)."""
+    return build_result(
+        sample_id=result.sample_id, experiment_name=result.experiment_name,
+        score=result.score, latency_ms=result.latency_ms, error=result.error,
+        error_kind=result.error_kind, epoch=result.epoch, usage=result.usage,
+        metadata=result.metadata, cost=result.cost, judge_cost=result.judge_cost,
+    )  # fmt: skip
