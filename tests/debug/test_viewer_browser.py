@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.debug.viewer_data import UNIQUE_WORD, XSS, DemoRuns, write_runs
@@ -34,6 +35,8 @@ from weakincentives.evals import (
     RunStore,
     Score,
     compare_results,
+    cost_summary,
+    result_cost,
     summarize,
 )
 
@@ -233,10 +236,40 @@ def test_run_page_charts_show_the_runs_numbers(page: Any, url: str, runs: DemoRu
         ".reduce((n, r) => n + Number(r.dataset.count), 0))"
     )
     assert counts == [20, 20]
+    assert drawn_bins(page, "chart-cost") == cost_bins(results, drawn_edges(page, "chart-cost"))
     # The table fallback says the same in text.
     page.locator("#chart-pass-rate summary").click()
     first = summarize(r for r in results if r.experiment_name == "baseline")
     expect(page.locator("#chart-pass-rate table")).to_contain_text(f"{first.pass_rate * 100:.1f}%")
+
+
+BINS_JS = """gs => gs.map(g => [g.dataset.series,
+    [...g.querySelectorAll('rect.bin')].map(r => Number(r.dataset.count))])"""
+
+
+def drawn_bins(page: Any, chart_id: str) -> dict[str, list[int]]:
+    """Series -> the count of each bin of a histogram, as the DOM has them."""
+    locator = page.locator(f"#{chart_id} svg g.series")
+    expect(locator.first).to_be_attached()
+    return dict(locator.evaluate_all(BINS_JS))
+
+
+def drawn_edges(page: Any, chart_id: str) -> list[float]:
+    """The bin edges of a histogram, read from its first series' bins."""
+    bins = page.locator(f"#{chart_id} svg g.series").first.locator("rect.bin")
+    pairs = bins.evaluate_all("rs => rs.map(r => [Number(r.dataset.low), Number(r.dataset.high)])")
+    return [pairs[0][0], *(high for _, high in pairs)]
+
+
+def cost_bins(results: list[EvalResult], edges: list[float]) -> dict[str, list[int]]:
+    """What the cost histogram should count: `cost_summary`'s priced results, binned."""
+    out = {}
+    for name in dict.fromkeys(r.experiment_name for r in results):
+        mine = [r for r in results if r.experiment_name == name]
+        values = [c for r in mine if (c := result_cost(r.cost, r.judge_cost)) is not None]
+        assert len(values) == cost_summary(mine).priced > 0
+        out[name] = [int(c) for c in np.histogram(values, bins=edges)[0]]
+    return out
 
 
 def test_the_slice_picker_redraws_the_slice_chart(page: Any, url: str) -> None:
@@ -355,7 +388,10 @@ def test_the_html_report_opens_offline_with_the_same_charts(
     for mark, name in zip(drawn(page, "chart-pass-rate"), report.experiment_names, strict=True):
         s = report.experiment(name).summarize()
         assert (mark["label"], mark["value"]) == (name, s.pass_rate)
-    assert page.locator("figure.chart").count() >= 8
+    assert page.locator("figure.chart").count() >= 9
+    assert drawn_bins(page, "chart-cost") == cost_bins(
+        list(report.results), drawn_edges(page, "chart-cost")
+    )
     assert requested == []
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 1280  # no sideways scrolling on a laptop screen

@@ -135,6 +135,11 @@ def make_result(run_id: str, experiment: str, i: int, *, bundle: Path | None = N
             ToolCallRecord(name="add", params={"a": i, "b": 2}, message=str(i + 2), success=True),
         ),
         bundle_path=bundle,
+        # Priced like a small model; s09 unpriced; odd samples judged.
+        cost=None
+        if i == 9
+        else 0.00002 * (3 + i % 4) + (0.00001 if experiment == "concise" else 0),
+        judge_cost=0.00001 if i % 2 else None,
     )
 
 

@@ -19,6 +19,7 @@ from ._charts import Chart, Curve, Histogram
 from ._figures import (
     FailureGroup,
     check_chart,
+    cost_histogram,
     failure_key,
     flaky_chart,
     group_failures,
@@ -84,7 +85,7 @@ def report_checks(report: EvalReport) -> BarChart | None:
 
 
 def distribution_charts(report: EvalReport) -> list[Chart]:
-    """Histograms of score, latency and tokens per experiment."""
+    """Histograms of score, latency, tokens and cost per experiment."""
     by_name = report.by_experiment()
     out: list[Chart] = []
     columns: tuple[tuple[str, str, Format, Callable[[EvalResult], float]], ...] = (
@@ -101,6 +102,11 @@ def distribution_charts(report: EvalReport) -> list[Chart]:
         )  # fmt: skip
         if chart.series:
             out.append(chart)
+    costs = cost_histogram(
+        {name: [(r.cost, r.judge_cost) for r in results] for name, results in by_name.items()}
+    )
+    if costs is not None:
+        out.append(costs)
     return out
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from weakincentives.evals import stats
+from weakincentives.evals.report import format_usd
 
 __all__ = [
     "AXIS",
@@ -81,7 +82,7 @@ def fmt(value: float | None, kind: Format) -> str:
     if kind == "ms":
         return f"{value:,.0f} ms" if abs(value) >= 10 else f"{value:.1f} ms"
     if kind == "usd":
-        return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+        return format_usd(value)  # as the report's cost lines print dollars
     return f"{value:.3g}" if abs(value) >= 1000 or 0 < abs(value) < 0.001 else f"{value:.3f}"
 
 

@@ -18,6 +18,7 @@ from ._charts import Chart, Histogram, chart_json
 from ._figures import (
     CheckRate,
     check_rates_chart,
+    cost_histogram,
     estimate,
     estimate_counts,
     failure_key,
@@ -73,7 +74,7 @@ SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason
 FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
 """
 _VALUES_SQL = """
-SELECT iif(status = 'error', 0.0, score), latency_ms, tokens FROM results
+SELECT iif(status = 'error', 0.0, score), latency_ms, tokens, cost, judge_cost FROM results
 WHERE run_id = ? AND experiment = ? ORDER BY id
 """
 _OUTCOMES_SQL = """
@@ -190,11 +191,13 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
+    costs: dict[str, list[tuple[float | None, float | None]]] = {}
     for experiment in experiments:
         rows = index.query(_VALUES_SQL, (run_id, experiment))
-        array = np.asarray(rows, dtype=float).reshape(-1, 3)
+        array = np.asarray([row[:3] for row in rows], dtype=float).reshape(-1, 3)
         for i, key in enumerate(columns):
             columns[key][experiment] = array[:, i]
+        costs[experiment] = [(row[3], row[4]) for row in rows]
     out: list[Chart] = []
     specs: tuple[tuple[str, str, Format], ...] = (
         ("score", "Score", "num"),
@@ -208,6 +211,9 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
         )  # fmt: skip
         if chart.series:
             out.append(chart)
+    cost = cost_histogram(costs)
+    if cost is not None:
+        out.append(cost)
     return out
 
 

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         paired_cost_delta,
         render_report,
         report_to_dict,
+        result_cost,
         summarize,
         summarize_costs,
     )
@@ -336,6 +337,7 @@ __all__ = [
     "render_report",
     "report_to_dict",
     "restore_environment",
+    "result_cost",
     "run_eval",
     "run_evaluator",
     "serialize_environment",
@@ -424,6 +426,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "paired_cost_delta",
             "render_report",
             "report_to_dict",
+            "result_cost",
             "summarize",
             "summarize_costs",
         ),
