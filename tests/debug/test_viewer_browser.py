@@ -435,13 +435,49 @@ def test_epochs_show_pass_at_k_and_the_flaky_samples(page: Any, epochs_url: str)
     assert flaky == {(f.experiment_name, f.sample_id) for f in report.flaky_samples()}
 
 
-def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any, url: str) -> None:
+def test_an_errored_sample_shows_its_error_and_its_partial_transcript(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
     page.goto(f"{url}#/run/run-a?experiment=baseline&status=error")
     page.locator('tr[data-sample="s11"] a.sample-link').click()
     expect(page.locator("#sample-title")).to_have_text("s11")
     expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
     expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
     expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")
+    # The model call it made before the failure, with its tokens and cost.
+    (errored,) = runs.of("run-a", lambda r: r.sample_id == "s11" and r.is_error)
+    assert turn_lines(page) == [list(t) for t in errored.turns] and len(errored.turns) == 1
+    expect(page.locator("#turns tbody tr")).to_have_count(2)  # the turn and the total
+
+
+TURNS_JS = """es => es.map(e => [Number(e.dataset.input), Number(e.dataset.output),
+    e.dataset.cost === '' ? null : Number(e.dataset.cost)])"""
+
+
+def turn_lines(page: Any) -> list[list[Any]]:
+    """`[input, output, cost]` of each assistant message of the transcript, as shown."""
+    lines = page.locator("#transcript li.msg.assistant .turn-usage")
+    expect(lines.first).to_be_attached()
+    found: list[list[Any]] = lines.evaluate_all(TURNS_JS)
+    return found
+
+
+def test_a_sample_shows_the_tokens_and_cost_of_each_turn(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=concise&sample=s04")
+    page.locator('tr[data-sample="s04"] a.sample-link').click()
+    (result,) = runs.of("run-a", lambda r: r.sample_id == "s04" and r.experiment_name == "concise")
+    assert turn_lines(page) == [list(t) for t in result.turns]
+    first = page.locator("#transcript li.msg.assistant .turn-usage").first
+    expect(first).to_have_text(f"turn 1 · 24 in · 4 out · ${result.turns[0].cost:.6f}")
+    rows = page.locator("#turns tbody tr")
+    expect(rows).to_have_count(3)
+    total = rows.nth(2).locator("td")
+    expect(total).to_have_text(
+        ["total", str(result.usage.input_tokens), str(result.usage.output_tokens),
+         f"${result.cost:.6f}"]
+    )  # fmt: skip
 
 
 def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, url: str) -> None:

@@ -20,6 +20,7 @@ from weakincentives.evals._records import (
     Metric,
     Sample,
     Score,
+    TurnUsage,
     build_request,
     build_result,
 )
@@ -51,7 +52,7 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
         "output": {"a": [1]}, "messages": (ChatMessage(role="assistant", content="hi"),),
         "tool_calls": (), "delivery_count": 3, "environment": {"state": 1},
         "input": {"q": "2+2"}, "expected": "4",
-        "cost": 0.25, "judge_cost": 0.01,
+        "cost": 0.25, "judge_cost": 0.01, "turns": (TurnUsage(1, 2, 0.25),),
     }  # fmt: skip
     assert set(values) == {f.name for f in dataclasses.fields(EvalResult)}, "every field"
     built, made = build_result(**values), EvalResult(**values)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         Sample,
         Score,
         ToolCallRecord,
+        TurnUsage,
         recorded_value,
     )
     from .dataset import (
@@ -285,6 +286,7 @@ __all__ = [
     "ToolCallRecord",
     "Trajectory",
     "TrajectoryScorer",
+    "TurnUsage",
     "adapt",
     "all_of",
     "all_tools_succeeded",
@@ -375,6 +377,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "Sample",
             "Score",
             "ToolCallRecord",
+            "TurnUsage",
             "recorded_value",
         ),
         "weakincentives.evals.dataset": (

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidScoreError
@@ -29,6 +29,7 @@ __all__ = [
     "Sample",
     "Score",
     "ToolCallRecord",
+    "TurnUsage",
     "build_request",
     "build_result",
     "error_message",
@@ -350,6 +351,25 @@ def build_request(
     return request
 
 
+class TurnUsage(NamedTuple):
+    """Tokens and cost of one model call of a sample (one turn of its transcript).
+
+    A named tuple, not a dataclass, so a result line stores each turn as a three-item
+    array (`[40, 10, 0.00016]`), a few bytes per model call.
+
+    Example:
+        >>> TurnUsage(input_tokens=40, output_tokens=10, cost=0.00016).output_tokens
+        10
+    """
+
+    input_tokens: int
+    """Prompt tokens sent with the call (cache reads and writes included)."""
+    output_tokens: int
+    """Tokens the model produced (thinking included)."""
+    cost: float | None = None
+    """Dollars the call cost at its model's price (None: unpriced, or no price table)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """A compact record of one tool call, kept with a result for querying."""
@@ -416,6 +436,10 @@ class EvalResult:
     """Dollars the agent's model calls cost (None: unpriced, or no model was called)."""
     judge_cost: float | None = None
     """Dollars the judge's model calls cost (None: no judge, or its model is unpriced)."""
+    turns: tuple[TurnUsage, ...] = ()
+    """Tokens and cost of each of the agent's model calls, in order, up to the failure for
+    an error (empty when the agent reported none, as a plain function does). The last
+    turns are the assistant messages of `messages`, one each."""
 
     @property
     def sample(self) -> Sample[Any, Any]:
@@ -477,6 +501,7 @@ def build_result(
     expected: Any = None,
     cost: float | None = None,
     judge_cost: float | None = None,
+    turns: tuple[TurnUsage, ...] = (),
 ) -> EvalResult:
     """`EvalResult(...)` for the per-sample path: the same value in half the time.
 
@@ -490,7 +515,7 @@ def build_result(
         set_sample_id, set_experiment_name, set_score, set_latency_ms, set_error,
         set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
         set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
-        set_environment, set_input, set_expected, set_cost, set_judge_cost,
+        set_environment, set_input, set_expected, set_cost, set_judge_cost, set_turns,
     ) = _RESULT_SLOTS  # fmt: skip
     result = object.__new__(EvalResult)
     set_sample_id(result, sample_id)
@@ -514,6 +539,7 @@ def build_result(
     set_expected(result, expected)
     set_cost(result, cost)
     set_judge_cost(result, judge_cost)
+    set_turns(result, turns)
     return result
 
 

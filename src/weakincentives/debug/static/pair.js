@@ -1,7 +1,9 @@
 // One sample under two experiments (a flipped sample), side by side: verdicts, a line
 // diff of the outputs and of the tool-call sequences, and both transcripts.
 
-import { api, badge, details, fill, h, link, num, pre, section, setCrumbs, setKeys } from "./dom.js";
+import {
+  api, badge, details, fill, h, link, num, pre, section, setCrumbs, setKeys, turnLine, turnsByMessage,
+} from "./dom.js";
 
 export async function renderPair(view, params, isCurrent) {
   const query = new URLSearchParams();
@@ -28,8 +30,8 @@ export async function renderPair(view, params, isCurrent) {
     section("Tool calls", diffTable(data.diff.tool_calls, data.diff.tool_calls_same, "tools-diff",
       "The same tool calls, with the same arguments, in the same order.")),
     section("Transcripts", h("div", { class: "pair" },
-      details(`${a.result.experiment_name}: ${a.result.messages.length} messages`, transcript(a.result.messages)),
-      details(`${b.result.experiment_name}: ${b.result.messages.length} messages`, transcript(b.result.messages)))),
+      details(`${a.result.experiment_name}: ${a.result.messages.length} messages`, transcript(a.result.messages, a.result.turns || [])),
+      details(`${b.result.experiment_name}: ${b.result.messages.length} messages`, transcript(b.result.messages, b.result.turns || [])))),
   );
 }
 
@@ -65,11 +67,13 @@ function diffTable(blocks, same, id, sameText) {
   ];
 }
 
-function transcript(messages) {
+function transcript(messages, turns) {
   if (!messages.length) return h("p", { class: "muted" }, "No transcript recorded.");
-  return h("ol", { class: "transcript" }, messages.map((m) =>
+  const turnOf = turnsByMessage(messages, turns);
+  return h("ol", { class: "transcript" }, messages.map((m, i) =>
     h("li", { class: `msg ${m.role}` },
       h("div", { class: "role" }, m.role, m.name ? ` · ${m.name}` : ""),
+      turnOf.has(i) ? turnLine(turns, turnOf.get(i)) : null,
       m.content !== null ? h("pre", { class: "content" }, m.content) : null,
       m.tool_calls.map((c) => h("div", { class: "call" }, h("span", { class: "tool-name" }, c.name), pre(c.arguments))))));
 }

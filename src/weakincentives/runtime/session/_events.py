@@ -189,6 +189,8 @@ class PromptExecuted:
     """Number of tool calls executed."""
     duration_ms: float = 0.0
     """Wall time of the whole run."""
+    turn_usage: tuple[TokenUsage, ...] = ()
+    """Tokens of each model call, in order (one per turn; they add up to `usage`)."""
 
 
 FailureStage = Literal["agent", "output_parsing", "timeout", "budget"]
@@ -229,3 +231,5 @@ class PromptFailed:
     """The exception's message."""
     duration_ms: float = 0.0
     """Wall time until the failure."""
+    turn_usage: tuple[TokenUsage, ...] = ()
+    """Tokens of each model call that answered, in order (they add up to `usage`)."""
