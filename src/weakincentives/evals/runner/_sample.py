@@ -441,6 +441,8 @@ def _turns(
     for event in events:
         for usage in event.turn_usage:
             cost = None if prices is None else prices.cost(event.model, usage)
+            if cost is not None:  # to the pico-dollar: `1.395e-05`, not `1.3949999999999999e-05`
+                cost = round(cost, 12)
             out.append(TurnUsage(usage.input_tokens, usage.output_tokens, cost))
     return tuple(out)
 
