@@ -101,6 +101,21 @@ def test_values_print_as_the_tables_print_them(value: float, kind: Any, text: st
     assert fmt(value, kind) == text
 
 
+def test_each_series_keeps_its_colour_and_place_whatever_order_the_marks_come_in() -> None:
+    chart = BarChart(
+        id="s", title="s", series_order=("base", "treat", "other"),
+        marks=(Mark(label="x", series="base", value=0.5),
+               Mark(label="y", series="treat", value=0.2),
+               Mark(label="y", series="base", value=0.4)),
+    )  # fmt: skip
+    svg = chart.svg()
+    drawn = re.findall(r'<g class="mark (s\d)" data-label="(\w)" data-series="(\w+)"', svg)
+    assert drawn == [("s0", "x", "base"), ("s0", "y", "base"), ("s1", "y", "treat")]
+    legend = re.findall(r'<g class="legend (s\d)">.*?>(\w+)</text>', svg)
+    assert legend == [("s0", "base"), ("s1", "treat")]  # "other" has no mark: not listed
+    assert [row[:2] for row in chart.table()[1]] == [["x", "base"], ["y", "base"], ["y", "treat"]]
+
+
 def test_a_signed_chart_is_symmetric_around_zero_and_counts_are_whole() -> None:
     chart = BarChart(id="d", title="d", format="pp", marks=(Mark(label="x", value=0.3),))
     assert chart.domain() == (-0.5, 0.5)
@@ -469,3 +484,19 @@ def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
     labels = [m[0] for m in marks(fig)]
     assert len(labels) == 30 and {f"u{i:02d}" for i in range(5)} <= set(labels)
     assert "10 more are not" in fig
+
+
+def test_the_reports_slice_chart_keeps_the_experiments_order() -> None:
+    results = []
+    for i in range(4):
+        pair = [("base", "u"), ("treat", "u")] if i < 2 else [("treat", "v"), ("base", "v")]
+        for experiment, kind in pair:
+            results.append(
+                EvalResult(
+                    sample_id=f"s{i}", experiment_name=experiment, latency_ms=1,
+                    score=Score(value=1.0, passed=True), metadata={"kind": kind},
+                )
+            )  # fmt: skip
+    html = render_html_report(EvalReport(results=tuple(results)), slice_key="kind")
+    drawn = [(m[0], m[1]) for m in marks(figure(html, "chart-slice-kind"))]
+    assert drawn == [("u", "base"), ("u", "treat"), ("v", "base"), ("v", "treat")]

@@ -237,6 +237,14 @@ def test_run_page_charts_show_the_runs_numbers(page: Any, url: str, runs: DemoRu
     )
     assert counts == [20, 20]
     assert drawn_bins(page, "chart-cost") == cost_bins(results, drawn_edges(page, "chart-cost"))
+    # An experiment has one colour in every chart (the classes s0, s1, ... of its marks).
+    colours = page.locator("#charts [data-series]").evaluate_all(
+        "es => es.filter(e => e.dataset.series).map(e => [e.dataset.series, "
+        "[...e.classList].find(c => /^s\\d$/.test(c))])"
+    )
+    assert {series: {c for s, c in colours if s == series} for series, _ in colours} == {
+        "baseline": {"s0"}, "concise": {"s1"},
+    }  # fmt: skip
     # The table fallback says the same in text.
     page.locator("#chart-pass-rate summary").click()
     first = summarize(r for r in results if r.experiment_name == "baseline")
@@ -518,4 +526,41 @@ def test_each_check_shows_its_whole_reason(browser: Any, tmp_path: Path) -> None
         expect(rows.nth(1).locator("td").nth(3)).to_have_text("got 4; expected 5 (off by one)")
         expect(rows.nth(3).locator("td").nth(3)).to_have_text("fine")
         expect(tab.locator("#score-reason")).to_have_text(reason)
+        context.close()
+
+
+def test_an_experiment_keeps_its_colour_and_place_in_every_chart(
+    browser: Any, tmp_path: Path
+) -> None:
+    # Results of slice "v" come treatment first: the chart must not follow that order.
+    def result(sample: str, experiment: str, kind: str, ok: bool) -> EvalResult:
+        return EvalResult(
+            sample_id=sample, experiment_name=experiment, latency_ms=1,
+            score=Score(value=float(ok), passed=ok, metrics=(Metric("check", float(ok)),)),
+            metadata={"kind": kind},
+        )  # fmt: skip
+
+    store = RunStore(tmp_path, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="order") as run:
+        for i in range(4):
+            run.append(result(f"u{i}", "base", "u", i % 2 == 0))
+            run.append(result(f"u{i}", "treat", "u", True))
+        for i in range(4):
+            run.append(result(f"v{i}", "treat", "v", i % 3 == 0))
+            run.append(result(f"v{i}", "base", "v", True))
+    with ViewerServer(tmp_path / "order") as server:
+        context = browser.new_context()
+        tab = context.new_page()
+        tab.goto(f"{server.url}#/run/order")
+        sliced = drawn(tab, "chart-slice")
+        assert [(m["label"], m["series"]) for m in sliced] == [
+            ("u", "base"), ("u", "treat"), ("v", "base"), ("v", "treat"),
+        ]  # fmt: skip
+        colours = tab.locator("#charts [data-series]").evaluate_all(
+            "es => es.filter(e => e.dataset.series).map(e => [e.dataset.series, "
+            "[...e.classList].find(c => /^s\\d$/.test(c))])"
+        )
+        assert {s: {c for n, c in colours if n == s} for s, _ in colours} == {
+            "base": {"s0"}, "treat": {"s1"},
+        }  # fmt: skip
         context.close()

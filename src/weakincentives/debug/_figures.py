@@ -30,6 +30,7 @@ __all__ = [
     "check_chart",
     "check_rates_chart",
     "cost_histogram",
+    "distribution_note",
     "estimate",
     "estimate_counts",
     "failure_key",
@@ -214,6 +215,12 @@ def pass_at_k_curve(
         note="pass@k: the chance that at least one of k attempts at a sample passes, "
         "averaged over samples (unbiased estimator from all attempts).",
     )
+
+
+def distribution_note(key: str, title: str) -> str:
+    """The sentence under a distribution of `key` (`score`, `latency`, `tokens`)."""
+    errors = " (errors score 0)" if key == "score" else ""
+    return f"{title} of every result per experiment{errors}, on shared bins."
 
 
 def cost_histogram(

@@ -479,7 +479,7 @@ def _slice_section(report: EvalReport, keys: Sequence[str]) -> str:
                 rows.append(_row(cells, numeric={2, 3, 5, 6}, raw={4}))
         parts.append(
             f"<h3>By {_e(key)}</h3>"
-            + figure_html(slice_chart(key, summaries))
+            + figure_html(slice_chart(key, summaries, series_order=report.experiment_names))
             + f"<details><summary>By {_e(key)}: table</summary>{_table(head, rows)}</details>"
         )
     if not parts:

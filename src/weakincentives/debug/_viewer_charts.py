@@ -9,6 +9,7 @@ too. Everything is SQL over the index plus a little Python per group, so a run o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ._figures import (
     CheckRate,
     check_rates_chart,
     cost_histogram,
+    distribution_note,
     estimate,
     estimate_counts,
     failure_key,
@@ -109,7 +111,13 @@ def run_charts(
     if slice_key:
         charts.append(_slice_chart(index, run_id, slice_key))
     charts += _epoch_charts(index, run_id)
-    charts += _distributions(index, run_id, [e["name"] for e in experiments])
+    names = [e["name"] for e in experiments]
+    charts += _distributions(index, run_id, names)
+    # Each experiment keeps its colour and its place among a label's rows in every chart.
+    charts = [
+        dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
+        for c in charts
+    ]
     return {
         "slice": slice_key,
         "charts": [chart_json(chart) for chart in charts],
@@ -207,7 +215,7 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
     for key, title, fmt in specs:
         chart = Histogram.of(
             columns[key], id=f"chart-{key}", title=f"Distribution: {title.lower()}", format=fmt,
-            note=f"{title} of every result per experiment (errors score 0), on shared bins.",
+            note=distribution_note(key, title),
         )  # fmt: skip
         if chart.series:
             out.append(chart)
