@@ -500,6 +500,14 @@ def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, ur
     expect(provenance.locator('dd[data-field="Parameters"]')).to_have_text('{"temperature": 0.0}')
     page.locator('tr[data-sample="s04"] a.sample-link').click()
     expect(page.locator("main")).to_contain_text("What is 4 + 2?")
+    # The sample page says what produced its run too.
+    page.locator("#sample-provenance summary").click()
+    expect(page.locator('#sample-provenance dd[data-field="Model"]')).to_have_text(
+        "function calc-v1"
+    )
+    expect(page.locator('#sample-provenance dd[data-field="Git commit"]')).to_have_text(
+        "abc1234 (dirty)"
+    )
     # A flipped sample side by side shows the one input both sides saw.
     page.locator("a.pair-link").first.click()
     expect(page.locator("#pair-input")).to_contain_text("What is 4 + 2?")

@@ -33,6 +33,7 @@ export async function renderResult(view, runId, resultId, params, isCurrent) {
     turnsPanel(r),
     timingPanel(r),
     Object.keys(r.metadata).length ? section("Metadata", kvTable(r.metadata)) : null,
+    provenancePanel(data.provenance || []),
     data.bundle ? bundlePanels(data.bundle) : null,
     data.bundle_error ? section("Debug bundle", h("p", { class: "warning" }, data.bundle_error)) : null,
   );
@@ -221,6 +222,15 @@ function toolCallsPanel(calls) {
       h("td", { class: "num" }, ms(c.duration_ms)),
       h("td", {}, c.error || ""))),
     { class: "grid", id: "tool-calls" }));
+}
+
+// What produced the run (its manifest's provenance, as the run page shows it), collapsed.
+function provenancePanel(rows) {
+  if (!rows.length) return null;
+  return h("details", { class: "panel provenance", id: "sample-provenance" },
+    h("summary", {}, "Provenance: what produced this run"),
+    h("dl", { class: "inline" }, rows.map(([label, text]) =>
+      [h("dt", {}, label), h("dd", { dataset: { field: label } }, text)])));
 }
 
 function kvTable(obj) {
