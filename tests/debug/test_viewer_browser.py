@@ -328,6 +328,8 @@ def test_a_flipped_sample_side_by_side_with_its_diff(page: Any, url: str) -> Non
     expect(page.locator("#pair-title")).to_have_text("s05")
     expect(page.locator("#pair-baseline")).to_contain_text("passed")
     expect(page.locator("#pair-treatment")).to_contain_text("failed")
+    expect(page.locator("#pair-treatment .failed-checks")).to_have_text("correct")
+    expect(page.locator("#pair-baseline .failed-checks")).to_have_count(0)
     expect(page.locator("#output-diff td.del")).to_have_text("7")
     expect(page.locator("#output-diff td.ins")).to_have_text("8")
     expect(page.locator("#tools-diff-same")).to_be_visible()

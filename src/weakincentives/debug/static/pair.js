@@ -2,7 +2,8 @@
 // diff of the outputs and of the tool-call sequences, and both transcripts.
 
 import {
-  api, badge, details, fill, h, link, num, pre, section, setCrumbs, setKeys, turnLine, turnsByMessage,
+  api, badge, details, fill, h, int, link, num, pre, section, setCrumbs, setKeys, turnLine, turnsByMessage,
+  usd,
 } from "./dom.js";
 
 export async function renderPair(view, params, isCurrent) {
@@ -37,11 +38,16 @@ export async function renderPair(view, params, isCurrent) {
 
 function verdict(title, side, id) {
   const r = side.result;
+  // The checks that failed (top-level metrics in [0, 0.5), as the failure groups count them).
+  const failed = r.score.metrics.filter((m) => !m.name.includes(".") && m.value >= 0 && m.value < 0.5).map((m) => m.name);
   return h("section", { class: "panel", id },
     h("h2", {}, `${title}: `, h("a", { href: link(["run", side.run_id, "result", side.row.id]) }, r.experiment_name), " ", badge(side.row.status)),
     h("dl", { class: "inline" },
       h("dt", {}, "score"), h("dd", {}, num(r.score.value)),
+      failed.length ? [h("dt", {}, "failed checks"), h("dd", { class: "failed-checks" }, h("strong", {}, failed.join(", ")))] : null,
       h("dt", {}, "reason"), h("dd", { class: "reason-full" }, r.score.reason || "–"),
+      h("dt", {}, "tokens"), h("dd", {}, `${int(r.usage.input_tokens)} in · ${int(r.usage.output_tokens)} out · ${(r.turns || []).length} model calls`),
+      h("dt", {}, "cost"), h("dd", {}, r.cost === null || r.cost === undefined ? "unpriced" : `${usd(r.cost)} agent · ${usd(r.judge_cost)} judge`),
       r.error ? [h("dt", {}, "error"), h("dd", {}, h("strong", {}, r.error_kind || "error"), " ", r.error)] : null));
 }
 
