@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
-from weakincentives.runtime.session import ChatMessage, TokenUsage
+from weakincentives.runtime.session import ChatMessage, TokenUsage, TurnUsage
 
 __all__ = [
     "ADAPTERS_ATTR",
@@ -349,25 +349,6 @@ def build_request(
     fields["epoch"] = epoch
     fields["run_id"] = run_id
     return request
-
-
-class TurnUsage(NamedTuple):
-    """Tokens and cost of one model call of a sample (one turn of its transcript).
-
-    A named tuple, not a dataclass, so a result line stores each turn as a three-item
-    array (`[40, 10, 0.00016]`), a few bytes per model call.
-
-    Example:
-        >>> TurnUsage(input_tokens=40, output_tokens=10, cost=0.00016).output_tokens
-        10
-    """
-
-    input_tokens: int
-    """Prompt tokens sent with the call (cache reads and writes included)."""
-    output_tokens: int
-    """Tokens the model produced (thinking included)."""
-    cost: float | None = None
-    """Dollars the call cost at its model's price (None: unpriced, or no price table)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,7 +134,7 @@ def result_cost(cost: float | None, judge_cost: float | None) -> float | None:
     The per-result value every cost view is made of: `summarize_costs` averages it,
     `paired_cost_delta` differences it, the cost histograms bin it.
 
-    Example:
+    Examples:
         >>> result_cost(0.002, 0.0005), result_cost(0.002, None), result_cost(None, 0.0005)
         (0.0025, 0.002, None)
     """
