@@ -7,6 +7,7 @@ headless Chromium (Playwright, `/usr/bin/chromium`) over the pages:
 - `viewer-run.png` / `viewer-run-dark.png`: the run page (cards, provenance, charts,
   failure groups);
 - `viewer-sample.png`: the sample page of a failed result;
+- `viewer-errored.png`: an errored result: its partial transcript, each turn's tokens and cost;
 - `viewer-compare.png`: the A/B page (paired statistics, charts, flipped samples);
 - `viewer-pair.png`: a flipped sample side by side, with the diff of its outputs;
 - `report.png`: the self-contained HTML report (`wink eval report --html`).
@@ -82,6 +83,10 @@ def main(argv: list[str]) -> int:
                 failed = page.locator('#results tr[data-status="failed"] a.sample-link')
                 first = failed.first.get_attribute("href")
                 shoot(page, f"{server.url}{first}", args.out / "viewer-sample.png", args.height)
+                page.goto(f"{base}?status=error")
+                errored = page.locator('#results tr[data-status="error"] a.sample-link')
+                href = errored.first.get_attribute("href")
+                shoot(page, f"{server.url}{href}", args.out / "viewer-errored.png", args.height)
                 compare = f"{server.url}#/compare?base_run={run.name}"
                 shoot(page, compare, args.out / "viewer-compare.png", args.height)
                 pair = page.locator("a.pair-link").first.get_attribute("href")

@@ -8,8 +8,10 @@ same agent against a real model (see `real_model.py`).
 The offline model reads its system prompt. When the instructions contain "Double-check"
 (the `careful` prompt override, `careful_overrides`) it always uses the tools, spells
 units right and explains itself, but now and then verifies twice too often. Without it
-it does some arithmetic "in its head" (and slips), misspells a unit now and then, and is
-sometimes terse. Every choice is a hash of the question, so runs are reproducible.
+it does some arithmetic "in its head" (and slips), misspells a unit now and then, is
+sometimes terse, and once in a while answers in prose instead of JSON, twice (the sample
+ends as an `output_parsing` error that keeps its transcript). Every choice is a hash of
+the question, so runs are reproducible.
 """
 
 from __future__ import annotations
@@ -194,6 +196,8 @@ class CalcAgent(AgentLoop[Question, Answer]):
 
 _CONVERSION = re.compile(r"([-\d.]+)\s*([a-z]+) in ([a-z]+)\??", re.IGNORECASE)
 _ARITH = re.compile(r"what is ([-\d.+*/() ]+)\?", re.IGNORECASE)
+_RETRY = "Your answer could not be used"
+"""How the adapter asks again when a final answer does not parse (`output_retries`)."""
 
 
 def _coin(text: str, salt: str) -> float:
@@ -204,6 +208,11 @@ def _coin(text: str, salt: str) -> float:
 
 def offline_model(request: ModelRequest) -> FunctionReply:
     """A plausible, imperfect model; see the module docstring for how it behaves."""
+    last = request.messages[-1]
+    if last.role == "user" and (last.content or "").startswith(_RETRY):
+        # Asked again for the JSON answer after a prose one: this model says it again,
+        # so the sample ends as an `output_parsing` error with its whole transcript.
+        return FunctionReply(text=request.messages[-2].content)
     question = request.last_user_text().split("\n")[-1]
     careful = "Double-check" in (request.messages[0].content or "")
     if request.tool_messages():
@@ -239,6 +248,8 @@ def _after_tool(question: str, request: ModelRequest, careful: bool) -> Function
         return FunctionReply.call(call.name, **json.loads(call.arguments))
     number, _, unit = tool_text.partition(" ")
     tool = previous.tool_calls[0].name if previous.tool_calls else "a tool"
+    if not careful and _coin(question, "prose") < 0.04:
+        return FunctionReply(text=f"The {tool} tool says {tool_text}, so that is the answer.")
     explanation = f"The {tool} tool gave {tool_text}."
     if _coin(question, "terse") < (0.08 if careful else 0.2):
         explanation = "Done."

@@ -347,7 +347,9 @@ def test_the_example_suite_runs_from_a_file_path(work: Path, cache: bool) -> Non
     data = run_json(suite, "--dataset", "calc.jsonl", *(() if cache else ("--no-cache",)))
     assert data["total"] == 24
     assert set(data["experiments"]) == {"baseline", "careful"}
-    assert data["overall"]["errors"] == 0
+    # The only errors the offline model makes: a prose answer, twice (see calc_agent.py).
+    assert set(data["overall"]["errors_by_kind"]) <= {"output_parsing"}
+    assert data["experiments"]["careful"]["errors"] == 0
     assert (work / "runs" / "response-cache.sqlite").is_file() is cache
 
 

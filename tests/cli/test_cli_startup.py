@@ -2,9 +2,9 @@
 
 The first second of `wink` is spent importing modules, before any command has a
 handler of its own; a command then imports more as it needs them (typer alone would end
-a Ctrl-C there with exit 130 and no word). To interrupt it at a chosen point, not at a lucky moment, each
-test puts a `sitecustomize` on the path that holds the import of one module: it marks
-a file, then waits; the test sends SIGINT once the file is there, so the interrupt
+a Ctrl-C there with exit 130 and no word). To interrupt it at a chosen point, not at a
+lucky moment, each test puts a `sitecustomize` on the path that holds the import of one
+module: it marks a file, then waits; the test sends SIGINT once the file is there, so the interrupt
 lands inside that import every time.
 
 What is not covered, and cannot be: a Ctrl-C while the interpreter itself starts and

@@ -21,7 +21,7 @@ from weakincentives.debug import create_viewer_app, render_html_report
 from weakincentives.debug._charts import Histogram
 from weakincentives.debug._diff import pair_diff
 from weakincentives.debug._figures import estimate, failure_key, group_failures, pass_at_k_curve
-from weakincentives.debug._report_charts import report_failures
+from weakincentives.debug._report_charts import distribution_charts, report_failures
 from weakincentives.debug._svg import BarChart, Mark, fmt
 from weakincentives.evals import (
     EvalReport,
@@ -29,6 +29,8 @@ from weakincentives.evals import (
     Metric,
     Score,
     ToolCallRecord,
+    cost_summary,
+    result_cost,
     stats,
     summarize,
 )
@@ -92,10 +94,26 @@ def test_bar_chart_marks_carry_their_numbers_and_escape_labels() -> None:
 @pytest.mark.parametrize(
     ("value", "kind", "text"),
     [(0.1234, "pct", "12.3%"), (-0.0001, "pp", "+0.0 pts"), (0.05, "pp", "+5.0 pts"),
-     (1234.0, "count", "1,234"), (5.0, "ms", "5.0 ms"), (math.nan, "num", "n/a")],
+     (1234.0, "count", "1,234"), (5.0, "ms", "5.0 ms"), (math.nan, "num", "n/a"),
+     (0.000042, "usd", "$0.000042"), (0.0123, "usd", "$0.0123"), (12.345, "usd", "$12.35")],
 )  # fmt: skip
 def test_values_print_as_the_tables_print_them(value: float, kind: Any, text: str) -> None:
     assert fmt(value, kind) == text
+
+
+def test_each_series_keeps_its_colour_and_place_whatever_order_the_marks_come_in() -> None:
+    chart = BarChart(
+        id="s", title="s", series_order=("base", "treat", "other"),
+        marks=(Mark(label="x", series="base", value=0.5),
+               Mark(label="y", series="treat", value=0.2),
+               Mark(label="y", series="base", value=0.4)),
+    )  # fmt: skip
+    svg = chart.svg()
+    drawn = re.findall(r'<g class="mark (s\d)" data-label="(\w)" data-series="(\w+)"', svg)
+    assert drawn == [("s0", "x", "base"), ("s0", "y", "base"), ("s1", "y", "treat")]
+    legend = re.findall(r'<g class="legend (s\d)">.*?>(\w+)</text>', svg)
+    assert legend == [("s0", "base"), ("s1", "treat")]  # "other" has no mark: not listed
+    assert [row[:2] for row in chart.table()[1]] == [["x", "base"], ["y", "base"], ["y", "treat"]]
 
 
 def test_a_signed_chart_is_symmetric_around_zero_and_counts_are_whole() -> None:
@@ -248,6 +266,36 @@ def test_report_of_ten_thousand_results_stays_under_two_megabytes() -> None:
     assert text.count('<figure class="chart"') >= 8
 
 
+def test_cost_distribution_bins_what_the_cost_summary_averages() -> None:
+    results = [
+        EvalResult(
+            sample_id=f"s{i // 2}", experiment_name=("a", "b")[i % 2], latency_ms=1,
+            score=Score(value=1.0, passed=True), cost=None if i % 5 == 0 else 0.0001 * i,
+            judge_cost=0.00005 if i % 3 == 0 else None,
+        )
+        for i in range(40)
+    ]  # fmt: skip
+    report = EvalReport(results=tuple(results))
+    (chart,) = [c for c in distribution_charts(report) if c.id == "chart-cost"]
+    assert isinstance(chart, Histogram) and chart.format == "usd"
+    for name, counts in chart.series:
+        summary = cost_summary(report.experiment(name).results)
+        values = [
+            cost
+            for r in report.experiment(name).results
+            if (cost := result_cost(r.cost, r.judge_cost)) is not None
+        ]
+        assert sum(counts) == summary.priced == len(values)
+        assert tuple(np.histogram(values, bins=chart.edges)[0]) == counts
+        assert np.mean(values) == pytest.approx(summary.mean_usd)
+    assert "8 of 40 results are unpriced" in chart.note  # i % 5 == 0
+    html = render_html_report(report)
+    assert '<figure class="chart" id="chart-cost">' in html
+    assert "$0.0" in _table_rows(figure(html, "chart-cost"))[0][0]
+    unpriced = EvalReport(results=tuple(dataclasses.replace(r, cost=None) for r in results))
+    assert "chart-cost" not in {c.id for c in distribution_charts(unpriced)}
+
+
 # -- the viewer -----------------------------------------------------------------------------
 
 
@@ -262,7 +310,7 @@ def test_viewer_charts_draw_the_same_numbers_as_the_report(
     assert marks(charts["chart-pass-rate"]["svg"]) == marks(figure(html, "chart-pass-rate"))
     assert marks(charts["chart-checks"]["svg"]) == marks(figure(html, "chart-checks"))
     assert marks(charts["chart-slice"]["svg"]) == marks(figure(html, "chart-slice-difficulty"))
-    for key in ("score", "latency", "tokens"):
+    for key in ("score", "latency", "tokens", "cost"):
         assert charts[f"chart-{key}"]["rows"] == _table_rows(figure(html, f"chart-{key}"))
     failures = data["failures"]
     assert failures["not_passed"] == report.failed_count
@@ -436,3 +484,19 @@ def test_a_slice_of_many_values_draws_those_with_most_results() -> None:
     labels = [m[0] for m in marks(fig)]
     assert len(labels) == 30 and {f"u{i:02d}" for i in range(5)} <= set(labels)
     assert "10 more are not" in fig
+
+
+def test_the_reports_slice_chart_keeps_the_experiments_order() -> None:
+    results = []
+    for i in range(4):
+        pair = [("base", "u"), ("treat", "u")] if i < 2 else [("treat", "v"), ("base", "v")]
+        for experiment, kind in pair:
+            results.append(
+                EvalResult(
+                    sample_id=f"s{i}", experiment_name=experiment, latency_ms=1,
+                    score=Score(value=1.0, passed=True), metadata={"kind": kind},
+                )
+            )  # fmt: skip
+    html = render_html_report(EvalReport(results=tuple(results)), slice_key="kind")
+    drawn = [(m[0], m[1]) for m in marks(figure(html, "chart-slice-kind"))]
+    assert drawn == [("u", "base"), ("u", "treat"), ("v", "base"), ("v", "treat")]

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.debug.viewer_data import UNIQUE_WORD, XSS, DemoRuns, write_runs
@@ -34,6 +35,8 @@ from weakincentives.evals import (
     RunStore,
     Score,
     compare_results,
+    cost_summary,
+    result_cost,
     summarize,
 )
 
@@ -233,10 +236,48 @@ def test_run_page_charts_show_the_runs_numbers(page: Any, url: str, runs: DemoRu
         ".reduce((n, r) => n + Number(r.dataset.count), 0))"
     )
     assert counts == [20, 20]
+    assert drawn_bins(page, "chart-cost") == cost_bins(results, drawn_edges(page, "chart-cost"))
+    # An experiment has one colour in every chart (the classes s0, s1, ... of its marks).
+    colours = page.locator("#charts [data-series]").evaluate_all(
+        "es => es.filter(e => e.dataset.series).map(e => [e.dataset.series, "
+        "[...e.classList].find(c => /^s\\d$/.test(c))])"
+    )
+    assert {series: {c for s, c in colours if s == series} for series, _ in colours} == {
+        "baseline": {"s0"}, "concise": {"s1"},
+    }  # fmt: skip
     # The table fallback says the same in text.
     page.locator("#chart-pass-rate summary").click()
     first = summarize(r for r in results if r.experiment_name == "baseline")
     expect(page.locator("#chart-pass-rate table")).to_contain_text(f"{first.pass_rate * 100:.1f}%")
+
+
+BINS_JS = """gs => gs.map(g => [g.dataset.series,
+    [...g.querySelectorAll('rect.bin')].map(r => Number(r.dataset.count))])"""
+
+
+def drawn_bins(page: Any, chart_id: str) -> dict[str, list[int]]:
+    """Series -> the count of each bin of a histogram, as the DOM has them."""
+    locator = page.locator(f"#{chart_id} svg g.series")
+    expect(locator.first).to_be_attached()
+    return dict(locator.evaluate_all(BINS_JS))
+
+
+def drawn_edges(page: Any, chart_id: str) -> list[float]:
+    """The bin edges of a histogram, read from its first series' bins."""
+    bins = page.locator(f"#{chart_id} svg g.series").first.locator("rect.bin")
+    pairs = bins.evaluate_all("rs => rs.map(r => [Number(r.dataset.low), Number(r.dataset.high)])")
+    return [pairs[0][0], *(high for _, high in pairs)]
+
+
+def cost_bins(results: list[EvalResult], edges: list[float]) -> dict[str, list[int]]:
+    """What the cost histogram should count: `cost_summary`'s priced results, binned."""
+    out = {}
+    for name in dict.fromkeys(r.experiment_name for r in results):
+        mine = [r for r in results if r.experiment_name == name]
+        values = [c for r in mine if (c := result_cost(r.cost, r.judge_cost)) is not None]
+        assert len(values) == cost_summary(mine).priced > 0
+        out[name] = [int(c) for c in np.histogram(values, bins=edges)[0]]
+    return out
 
 
 def test_the_slice_picker_redraws_the_slice_chart(page: Any, url: str) -> None:
@@ -287,6 +328,8 @@ def test_a_flipped_sample_side_by_side_with_its_diff(page: Any, url: str) -> Non
     expect(page.locator("#pair-title")).to_have_text("s05")
     expect(page.locator("#pair-baseline")).to_contain_text("passed")
     expect(page.locator("#pair-treatment")).to_contain_text("failed")
+    expect(page.locator("#pair-treatment .failed-checks")).to_have_text("correct")
+    expect(page.locator("#pair-baseline .failed-checks")).to_have_count(0)
     expect(page.locator("#output-diff td.del")).to_have_text("7")
     expect(page.locator("#output-diff td.ins")).to_have_text("8")
     expect(page.locator("#tools-diff-same")).to_be_visible()
@@ -355,7 +398,10 @@ def test_the_html_report_opens_offline_with_the_same_charts(
     for mark, name in zip(drawn(page, "chart-pass-rate"), report.experiment_names, strict=True):
         s = report.experiment(name).summarize()
         assert (mark["label"], mark["value"]) == (name, s.pass_rate)
-    assert page.locator("figure.chart").count() >= 8
+    assert page.locator("figure.chart").count() >= 9
+    assert drawn_bins(page, "chart-cost") == cost_bins(
+        list(report.results), drawn_edges(page, "chart-cost")
+    )
     assert requested == []
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 1280  # no sideways scrolling on a laptop screen
@@ -399,13 +445,49 @@ def test_epochs_show_pass_at_k_and_the_flaky_samples(page: Any, epochs_url: str)
     assert flaky == {(f.experiment_name, f.sample_id) for f in report.flaky_samples()}
 
 
-def test_an_errored_sample_shows_its_error_and_its_partial_transcript(page: Any, url: str) -> None:
+def test_an_errored_sample_shows_its_error_and_its_partial_transcript(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
     page.goto(f"{url}#/run/run-a?experiment=baseline&status=error")
     page.locator('tr[data-sample="s11"] a.sample-link').click()
     expect(page.locator("#sample-title")).to_have_text("s11")
     expect(page.locator("main")).to_contain_text("RuntimeError: model unreachable")
     expect(page.locator("#transcript")).to_contain_text("What is 11 + 2?")
     expect(page.locator("#tool-calls td.tool-name")).to_have_text("add")
+    # The model call it made before the failure, with its tokens and cost.
+    (errored,) = runs.of("run-a", lambda r: r.sample_id == "s11" and r.is_error)
+    assert turn_lines(page) == [list(t) for t in errored.turns] and len(errored.turns) == 1
+    expect(page.locator("#turns tbody tr")).to_have_count(2)  # the turn and the total
+
+
+TURNS_JS = """es => es.map(e => [Number(e.dataset.input), Number(e.dataset.output),
+    e.dataset.cost === '' ? null : Number(e.dataset.cost)])"""
+
+
+def turn_lines(page: Any) -> list[list[Any]]:
+    """`[input, output, cost]` of each assistant message of the transcript, as shown."""
+    lines = page.locator("#transcript li.msg.assistant .turn-usage")
+    expect(lines.first).to_be_attached()
+    found: list[list[Any]] = lines.evaluate_all(TURNS_JS)
+    return found
+
+
+def test_a_sample_shows_the_tokens_and_cost_of_each_turn(
+    page: Any, url: str, runs: DemoRuns
+) -> None:
+    page.goto(f"{url}#/run/run-a?experiment=concise&sample=s04")
+    page.locator('tr[data-sample="s04"] a.sample-link').click()
+    (result,) = runs.of("run-a", lambda r: r.sample_id == "s04" and r.experiment_name == "concise")
+    assert turn_lines(page) == [list(t) for t in result.turns]
+    first = page.locator("#transcript li.msg.assistant .turn-usage").first
+    expect(first).to_have_text(f"turn 1 · 24 in · 4 out · ${result.turns[0].cost:.6f}")
+    rows = page.locator("#turns tbody tr")
+    expect(rows).to_have_count(3)
+    total = rows.nth(2).locator("td")
+    expect(total).to_have_text(
+        ["total", str(result.usage.input_tokens), str(result.usage.output_tokens),
+         f"${result.cost:.6f}"]
+    )  # fmt: skip
 
 
 def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, url: str) -> None:
@@ -420,6 +502,14 @@ def test_a_sample_shows_its_input_expected_and_the_runs_provenance(page: Any, ur
     expect(provenance.locator('dd[data-field="Parameters"]')).to_have_text('{"temperature": 0.0}')
     page.locator('tr[data-sample="s04"] a.sample-link').click()
     expect(page.locator("main")).to_contain_text("What is 4 + 2?")
+    # The sample page says what produced its run too.
+    page.locator("#sample-provenance summary").click()
+    expect(page.locator('#sample-provenance dd[data-field="Model"]')).to_have_text(
+        "function calc-v1"
+    )
+    expect(page.locator('#sample-provenance dd[data-field="Git commit"]')).to_have_text(
+        "abc1234 (dirty)"
+    )
     # A flipped sample side by side shows the one input both sides saw.
     page.locator("a.pair-link").first.click()
     expect(page.locator("#pair-input")).to_contain_text("What is 4 + 2?")
@@ -446,4 +536,41 @@ def test_each_check_shows_its_whole_reason(browser: Any, tmp_path: Path) -> None
         expect(rows.nth(1).locator("td").nth(3)).to_have_text("got 4; expected 5 (off by one)")
         expect(rows.nth(3).locator("td").nth(3)).to_have_text("fine")
         expect(tab.locator("#score-reason")).to_have_text(reason)
+        context.close()
+
+
+def test_an_experiment_keeps_its_colour_and_place_in_every_chart(
+    browser: Any, tmp_path: Path
+) -> None:
+    # Results of slice "v" come treatment first: the chart must not follow that order.
+    def result(sample: str, experiment: str, kind: str, ok: bool) -> EvalResult:
+        return EvalResult(
+            sample_id=sample, experiment_name=experiment, latency_ms=1,
+            score=Score(value=float(ok), passed=ok, metrics=(Metric("check", float(ok)),)),
+            metadata={"kind": kind},
+        )  # fmt: skip
+
+    store = RunStore(tmp_path, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="order") as run:
+        for i in range(4):
+            run.append(result(f"u{i}", "base", "u", i % 2 == 0))
+            run.append(result(f"u{i}", "treat", "u", True))
+        for i in range(4):
+            run.append(result(f"v{i}", "treat", "v", i % 3 == 0))
+            run.append(result(f"v{i}", "base", "v", True))
+    with ViewerServer(tmp_path / "order") as server:
+        context = browser.new_context()
+        tab = context.new_page()
+        tab.goto(f"{server.url}#/run/order")
+        sliced = drawn(tab, "chart-slice")
+        assert [(m["label"], m["series"]) for m in sliced] == [
+            ("u", "base"), ("u", "treat"), ("v", "base"), ("v", "treat"),
+        ]  # fmt: skip
+        colours = tab.locator("#charts [data-series]").evaluate_all(
+            "es => es.filter(e => e.dataset.series).map(e => [e.dataset.series, "
+            "[...e.classList].find(c => /^s\\d$/.test(c))])"
+        )
+        assert {s: {c for n, c in colours if n == s} for s, _ in colours} == {
+            "base": {"s0"}, "treat": {"s1"},
+        }  # fmt: skip
         context.close()

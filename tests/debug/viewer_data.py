@@ -30,6 +30,7 @@ from weakincentives.evals import (
     RunStore,
     Score,
     ToolCallRecord,
+    TurnUsage,
     compare_results,
 )
 from weakincentives.runtime.session import (
@@ -104,6 +105,24 @@ def make_result(run_id: str, experiment: str, i: int, *, bundle: Path | None = N
     elif (run_id, experiment, i) == ("run-a", "baseline", 11):
         error, error_kind = "RuntimeError: model unreachable", "agent"
     output: object = XSS if (run_id, experiment, i) == ("run-a", "concise", 2) else str(answer)
+    messages: tuple[ChatMessage, ...] = (
+        ChatMessage(role="user", content=f"What is {i} + 2?"),
+        ChatMessage(
+            role="assistant",
+            tool_calls=(ToolCall(id=f"c{i}", name="add", arguments=f'{{"a": {i}, "b": 2}}'),),
+        ),
+        ChatMessage(role="tool", content=str(i + 2), tool_call_id=f"c{i}", name="add"),
+        ChatMessage(role="assistant", content=words),
+    )
+    cost = None if i == 9 else 0.00002 * (3 + i % 4) + (0.00001 if experiment == "concise" else 0)
+    # Two model calls (the tool call, the answer) that add up to the usage and the cost; an
+    # error ended the sample after the first one (its transcript stops at the tool's answer).
+    turns: tuple[TurnUsage, ...] = (
+        TurnUsage(20 + i, 4, None if cost is None else cost * 0.25),
+        TurnUsage(30, 6 + i, None if cost is None else cost * 0.75),
+    )
+    if error is not None:
+        messages, turns = messages[:3], turns[:1]
     return EvalResult(
         sample_id=sample_id,
         experiment_name=experiment,
@@ -116,25 +135,24 @@ def make_result(run_id: str, experiment: str, i: int, *, bundle: Path | None = N
         latency_ms=100 + 10 * i,
         error=error,
         error_kind=error_kind,  # type: ignore[arg-type]  # a literal chosen above
-        usage=TokenUsage(input_tokens=50 + i, output_tokens=10 + i),
+        usage=TokenUsage(
+            input_tokens=sum(t.input_tokens for t in turns),
+            output_tokens=sum(t.output_tokens for t in turns),
+        ),
         metadata={"difficulty": "hard" if i % 3 == 0 else "easy", "level": i % 3},
         output=output,
         # run-b was made with record_inputs off: no input, no expected.
         input=f"What is {i} + 2?" if run_id == "run-a" else None,
         expected=i + 2 if run_id == "run-a" else None,
-        messages=(
-            ChatMessage(role="user", content=f"What is {i} + 2?"),
-            ChatMessage(
-                role="assistant",
-                tool_calls=(ToolCall(id=f"c{i}", name="add", arguments=f'{{"a": {i}, "b": 2}}'),),
-            ),
-            ChatMessage(role="tool", content=str(i + 2), tool_call_id=f"c{i}", name="add"),
-            ChatMessage(role="assistant", content=words),
-        ),
+        messages=messages,
+        turns=turns,
         tool_calls=(
             ToolCallRecord(name="add", params={"a": i, "b": 2}, message=str(i + 2), success=True),
         ),
         bundle_path=bundle,
+        # Priced like a small model; s09 unpriced; odd samples judged.
+        cost=None if cost is None else sum(t.cost or 0.0 for t in turns),
+        judge_cost=0.00001 if i % 2 else None,
     )
 
 

@@ -20,6 +20,7 @@ from weakincentives.evals._records import (
     Metric,
     Sample,
     Score,
+    TurnUsage,
     build_request,
     build_result,
 )
@@ -52,6 +53,7 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
         "tool_calls": (), "delivery_count": 3, "environment": {"state": 1},
         "input": {"q": "2+2"}, "expected": "4",
         "cost": 0.25, "judge_cost": 0.01, "session_id": "session",
+        "turns": (TurnUsage(1, 2, 0.25),),
     }  # fmt: skip
     assert set(values) == {f.name for f in dataclasses.fields(EvalResult)}, "every field"
     built, made = build_result(**values), EvalResult(**values)

@@ -30,6 +30,7 @@ from weakincentives.evals import (
     Sample,
     Score,
     ToolCallRecord,
+    TurnUsage,
     exact_match,
     run_eval,
 )
@@ -142,10 +143,11 @@ def _full_result(score: Score, *, error: str | None = None) -> EvalResult:
         messages=(ChatMessage(role="assistant", content="hi"),),
         tool_calls=(ToolCallRecord("search", {"q": "x"}, "found", True),),
         delivery_count=2, environment={"state": 1}, session_id="session-1",
+        turns=(TurnUsage(1, 2, 0.5),),
     )  # fmt: skip
 
 
-SLIMMED = {"messages", "tool_calls", "output", "request_id", "session_id"}
+SLIMMED = {"messages", "tool_calls", "output", "request_id", "session_id", "turns"}
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,15 @@ def test_the_demo_completes_every_sample_under_both_experiments(demo: DemoRun) -
     assert report.complete
     assert report.total == 480
     assert set(report.experiment_names) == {"baseline", "careful"}
-    assert report.error_count == 0
+    # The offline model answers in prose twice now and then (baseline only): each such
+    # sample is an `output_parsing` error that keeps its transcript and its turns.
+    errors = [r for r in report.results if r.is_error]
+    assert 0 < len(errors) < 20
+    assert {(r.experiment_name, r.error_kind) for r in errors} == {("baseline", "output_parsing")}
+    for r in errors:
+        assert [m.role for m in r.messages][-3:] == ["assistant", "user", "assistant"]
+        assert len(r.turns) == sum(m.role == "assistant" for m in r.messages)
+        assert r.cost == pytest.approx(sum(t.cost or 0.0 for t in r.turns))
     lines = (demo.run_dir / "results.jsonl").read_text().splitlines()
     assert len(lines) == 480
     assert {"category", "difficulty"} <= set(json.loads(lines[0])["metadata"])

@@ -31,6 +31,7 @@ from weakincentives.runtime.session import (
     PromptFailed,
     PromptRendered,
     Session,
+    TokenUsage,
     ToolCall,
     ToolInvoked,
     ToolResult,
@@ -147,6 +148,7 @@ class _RunState:
         self.started = clock.monotonic()
         self.messages = list(rendered.messages)
         self.tool_calls = 0
+        self.turn_usage: list[TokenUsage] = []
         self.model_requests = 0
         self.model: str | None = None
         self.parsing = False
@@ -184,6 +186,8 @@ class _RunState:
             self.model_requests += 1
             self.model = turn.model or self.model
             self.messages.append(turn.message)
+            # Before the budget check: a call that passed the budget was still paid for.
+            self.turn_usage.append(turn.usage)
             self.tracker.record(turn.usage)
             if deadline is not None:
                 # A late answer is a timeout, whatever it says: checked after the call too.
@@ -245,6 +249,7 @@ class _RunState:
                 model_requests=self.model_requests,
                 tool_calls=self.tool_calls,
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
+                turn_usage=tuple(self.turn_usage),
             ),
         )
         return PromptResponse(
@@ -275,6 +280,7 @@ class _RunState:
                 error_type=type(exc).__name__,
                 error=str(exc),
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
+                turn_usage=tuple(self.turn_usage),
             ),
         )
 

@@ -15,9 +15,9 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from weakincentives.evals import stats
+from weakincentives.evals import result_cost, stats
 
-from ._charts import Curve
+from ._charts import Curve, Histogram
 from ._svg import BarChart, Mark
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "FailureGroup",
     "check_chart",
     "check_rates_chart",
+    "cost_histogram",
+    "distribution_note",
     "estimate",
     "estimate_counts",
     "failure_key",
@@ -213,6 +215,43 @@ def pass_at_k_curve(
         note="pass@k: the chance that at least one of k attempts at a sample passes, "
         "averaged over samples (unbiased estimator from all attempts).",
     )
+
+
+def distribution_note(key: str, title: str) -> str:
+    """The sentence under a distribution of `key` (`score`, `latency`, `tokens`)."""
+    errors = " (errors score 0)" if key == "score" else ""
+    return f"{title} of every result per experiment{errors}, on shared bins."
+
+
+def cost_histogram(
+    costs: Mapping[str, Iterable[tuple[float | None, float | None]]], *, id: str = "chart-cost"
+) -> Histogram | None:
+    """Dollars per result per experiment, from `(cost, judge_cost)` of each result.
+
+    The values are `result_cost` of the priced results (agent plus judge), the values
+    whose mean is the report's cost per sample (`summarize_costs`); an unpriced result
+    has no cost to draw and is counted in the note, never drawn as $0. None when no
+    result is priced.
+    """
+    values: dict[str, list[float]] = {}
+    n = unpriced = 0
+    for experiment, pairs in costs.items():
+        priced = values[experiment] = []
+        for cost, judge_cost in pairs:
+            n += 1
+            total = result_cost(cost, judge_cost)
+            if total is None:
+                unpriced += 1
+            else:
+                priced.append(total)
+    if n == unpriced:
+        return None
+    left_out = f" {unpriced:,} of {n:,} results are unpriced and not drawn." if unpriced else ""
+    return Histogram.of(
+        values, id=id, title="Distribution: cost per result", format="usd",
+        note="Dollars each priced result cost, agent plus judge (their mean is the cost per "
+        f"sample), on shared bins.{left_out}",
+    )  # fmt: skip
 
 
 def flaky_chart(

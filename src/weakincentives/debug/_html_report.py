@@ -274,7 +274,11 @@ def _checks_section(report: EvalReport) -> str:
             rows.append(_row([name, rate.name, str(rate.n), passed, mean], numeric={2, 3, 4}))
     if not rows:
         return ""
-    return "<h2>Checks</h2>\n" + _table(head, rows)
+    # Collapsed: the comparisons come first on the screen; the checks chart draws the rates.
+    return (
+        f"<h2>Checks</h2>\n<details><summary>Every check and metric per experiment ({len(rows)} "
+        f"rows, lowest pass rate first)</summary>{_table(head, rows)}</details>"
+    )
 
 
 # -- comparisons ------------------------------------------------------------------------
@@ -479,7 +483,7 @@ def _slice_section(report: EvalReport, keys: Sequence[str]) -> str:
                 rows.append(_row(cells, numeric={2, 3, 5, 6}, raw={4}))
         parts.append(
             f"<h3>By {_e(key)}</h3>"
-            + figure_html(slice_chart(key, summaries))
+            + figure_html(slice_chart(key, summaries, series_order=report.experiment_names))
             + f"<details><summary>By {_e(key)}: table</summary>{_table(head, rows)}</details>"
         )
     if not parts:

@@ -8,6 +8,7 @@ the viewer uses too.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -19,6 +20,8 @@ from ._charts import Chart, Curve, Histogram
 from ._figures import (
     FailureGroup,
     check_chart,
+    cost_histogram,
+    distribution_note,
     failure_key,
     flaky_chart,
     group_failures,
@@ -56,8 +59,13 @@ def summary_chart(summaries: Mapping[str, Summary], *, id: str = "chart-pass-rat
     )
 
 
-def slice_chart(key: str, rows: Sequence[tuple[str, str, Summary]]) -> BarChart:
-    """Pass rate per value of metadata `key` per experiment: `(value, experiment, summary)`."""
+def slice_chart(
+    key: str, rows: Sequence[tuple[str, str, Summary]], *, series_order: Sequence[str] = ()
+) -> BarChart:
+    """Pass rate per value of metadata `key` per experiment: `(value, experiment, summary)`.
+
+    `series_order`: the report's experiments, so each keeps its colour and place.
+    """
     marks = tuple(
         Mark(label=value, series=name, value=s.pass_rate, low=s.pass_rate_low,
              high=s.pass_rate_high, n=s.n)
@@ -69,6 +77,7 @@ def slice_chart(key: str, rows: Sequence[tuple[str, str, Summary]]) -> BarChart:
         marks=marks,
         note=f"One row per value of the metadata key {key!r} and experiment, with its 95% "
         "interval.",
+        series_order=tuple(series_order),
     )
     return top_values(chart)
 
@@ -80,11 +89,14 @@ def report_checks(report: EvalReport) -> BarChart | None:
         for r in report.results
         for m in r.score.metrics
     )
-    return check_chart(rows)
+    chart = check_chart(rows)
+    if chart is None:
+        return None
+    return dataclasses.replace(chart, series_order=tuple(report.experiment_names))
 
 
 def distribution_charts(report: EvalReport) -> list[Chart]:
-    """Histograms of score, latency and tokens per experiment."""
+    """Histograms of score, latency, tokens and cost per experiment."""
     by_name = report.by_experiment()
     out: list[Chart] = []
     columns: tuple[tuple[str, str, Format, Callable[[EvalResult], float]], ...] = (
@@ -97,10 +109,15 @@ def distribution_charts(report: EvalReport) -> list[Chart]:
         values = {name: [value(r) for r in results] for name, results in by_name.items()}
         chart = Histogram.of(
             values, id=f"chart-{key}", title=f"Distribution: {title.lower()}", format=fmt,
-            note=f"{title} of every result per experiment (errors score 0), on shared bins.",
+            note=distribution_note(key, title),
         )  # fmt: skip
         if chart.series:
             out.append(chart)
+    costs = cost_histogram(
+        {name: [(r.cost, r.judge_cost) for r in results] for name, results in by_name.items()}
+    )
+    if costs is not None:
+        out.append(costs)
     return out
 
 
@@ -190,7 +207,7 @@ def epoch_charts(report: EvalReport) -> list[Chart]:
         (f.experiment_name, f.sample_id, f.attempts, f.passes) for f in report.flaky_samples()
     )
     if flaky is not None:
-        out.append(flaky)
+        out.append(dataclasses.replace(flaky, series_order=tuple(report.experiment_names)))
     return out
 
 

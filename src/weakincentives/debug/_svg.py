@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from weakincentives.evals import stats
+from weakincentives.evals.report import format_usd
 
 __all__ = [
     "AXIS",
@@ -81,7 +82,7 @@ def fmt(value: float | None, kind: Format) -> str:
     if kind == "ms":
         return f"{value:,.0f} ms" if abs(value) >= 10 else f"{value:.1f} ms"
     if kind == "usd":
-        return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
+        return format_usd(value)  # as the report's cost lines print dollars
     return f"{value:.3g}" if abs(value) >= 1000 or 0 < abs(value) < 0.001 else f"{value:.3f}"
 
 
@@ -137,8 +138,21 @@ class BarChart:
     """How values print; `pp` draws dots around a zero line."""
     note: str = ""
     """A sentence under the chart saying what the numbers are."""
+    series_order: tuple[str, ...] = ()
+    """Every series of the page, in order (the experiments): each keeps its colour in
+    every chart and its place among a label's rows, even where some series have no mark.
+    Empty: the order in which `marks` first name them."""
 
     kind: Literal["bars"] = field(default="bars", init=False)
+
+    def ordered(self) -> tuple[list[Mark], list[str]]:
+        """The marks, a label's rows in series order, and every series in colour order."""
+        names = list(dict.fromkeys([*self.series_order, *series_names(self.marks)]))
+        labels = list(dict.fromkeys(m.label for m in self.marks))
+        rank = {name: i for i, name in enumerate(names)}
+        place = {label: i for i, label in enumerate(labels)}
+        marks = sorted(self.marks, key=lambda m: (place[m.label], rank.get(m.series, -1)))
+        return marks, names
 
     def domain(self) -> tuple[float, float]:
         """The value axis: 0-100% for rates, symmetric around 0 for `pp`, else 0-max."""
@@ -162,7 +176,7 @@ class BarChart:
         head += ["95% interval"] if interval else []
         head += ["n"] if any(m.n is not None for m in self.marks) else []
         rows = []
-        for m in self.marks:
+        for m in self.ordered()[0]:
             row = [m.label, *([m.series] if series else []), fmt(m.value, self.format)]
             if interval:
                 row.append(_interval_text(m, self.format))
@@ -180,12 +194,13 @@ class BarChart:
         def x(value: float) -> float:
             return x0 + (min(max(value, low), high) - low) / span * (x1 - x0)
 
-        names = series_names(self.marks)
-        key = legend(names)
+        marks, names = self.ordered()
+        drawn = set(series_names(marks))
+        key = legend(names, shown=drawn)
         y = legend_height(names)
         body: list[str] = []
         previous = None
-        for m in self.marks:
+        for m in marks:
             if previous is not None and m.label != previous:
                 y += GAP
             body.append(self._mark(m, y, x, names, first=m.label != previous))
@@ -262,11 +277,15 @@ def legend_height(names: Sequence[str]) -> float:
     return 22.0 if len(names) > 1 else 4.0
 
 
-def legend(names: Sequence[str]) -> str:
+def legend(names: Sequence[str], *, shown: Iterable[str] | None = None) -> str:
+    """A swatch per series (colour by its place in `names`), those in `shown` only."""
     if len(names) < 2:
         return ""
+    keep = set(names if shown is None else shown)
     parts, x = [], float(LABEL_W)
     for index, name in enumerate(names):
+        if name not in keep:
+            continue
         label = clip(name, 18)
         parts.append(
             f'<g class="legend {series_class(index)}"><rect class="swatch" x="{x:.0f}" y="4" '

@@ -9,6 +9,7 @@ too. Everything is SQL over the index plus a little Python per group, so a run o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from ._charts import Chart, Histogram, chart_json
 from ._figures import (
     CheckRate,
     check_rates_chart,
+    cost_histogram,
+    distribution_note,
     estimate,
     estimate_counts,
     failure_key,
@@ -73,7 +76,7 @@ SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason
 FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
 """
 _VALUES_SQL = """
-SELECT iif(status = 'error', 0.0, score), latency_ms, tokens FROM results
+SELECT iif(status = 'error', 0.0, score), latency_ms, tokens, cost, judge_cost FROM results
 WHERE run_id = ? AND experiment = ? ORDER BY id
 """
 _OUTCOMES_SQL = """
@@ -108,7 +111,13 @@ def run_charts(
     if slice_key:
         charts.append(_slice_chart(index, run_id, slice_key))
     charts += _epoch_charts(index, run_id)
-    charts += _distributions(index, run_id, [e["name"] for e in experiments])
+    names = [e["name"] for e in experiments]
+    charts += _distributions(index, run_id, names)
+    # Each experiment keeps its colour and its place among a label's rows in every chart.
+    charts = [
+        dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
+        for c in charts
+    ]
     return {
         "slice": slice_key,
         "charts": [chart_json(chart) for chart in charts],
@@ -190,11 +199,13 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
+    costs: dict[str, list[tuple[float | None, float | None]]] = {}
     for experiment in experiments:
         rows = index.query(_VALUES_SQL, (run_id, experiment))
-        array = np.asarray(rows, dtype=float).reshape(-1, 3)
+        array = np.asarray([row[:3] for row in rows], dtype=float).reshape(-1, 3)
         for i, key in enumerate(columns):
             columns[key][experiment] = array[:, i]
+        costs[experiment] = [(row[3], row[4]) for row in rows]
     out: list[Chart] = []
     specs: tuple[tuple[str, str, Format], ...] = (
         ("score", "Score", "num"),
@@ -204,10 +215,13 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
     for key, title, fmt in specs:
         chart = Histogram.of(
             columns[key], id=f"chart-{key}", title=f"Distribution: {title.lower()}", format=fmt,
-            note=f"{title} of every result per experiment (errors score 0), on shared bins.",
+            note=distribution_note(key, title),
         )  # fmt: skip
         if chart.series:
             out.append(chart)
+    cost = cost_histogram(costs)
+    if cost is not None:
+        out.append(cost)
     return out
 
 

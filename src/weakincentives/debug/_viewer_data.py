@@ -345,7 +345,14 @@ class ViewerData:
             "bundle": view,
             "bundle_error": problem,
             "siblings": [row_view(r) for r in self._index.siblings(run_id, row.sample_id)],
+            "provenance": self._provenance(run_id),
         }
+
+    def _provenance(self, run_id: str) -> list[Any]:
+        """The run's provenance rows (what its run page shows), read once per run."""
+        return self._summaries.get(
+            ("provenance", run_id), lambda: self._run_head(self._run(run_id))["provenance"]
+        )
 
     def _open_bundle(self, path: Path | None, run_dir: Path) -> tuple[DebugBundle | None, Any]:
         if path is None:

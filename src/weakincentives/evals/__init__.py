@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         Sample,
         Score,
         ToolCallRecord,
+        TurnUsage,
         recorded_value,
     )
     from .dataset import (
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
         paired_cost_delta,
         render_report,
         report_to_dict,
+        result_cost,
         summarize,
         summarize_costs,
     )
@@ -285,6 +287,7 @@ __all__ = [
     "ToolCallRecord",
     "Trajectory",
     "TrajectoryScorer",
+    "TurnUsage",
     "adapt",
     "all_of",
     "all_tools_succeeded",
@@ -337,6 +340,7 @@ __all__ = [
     "render_report",
     "report_to_dict",
     "restore_environment",
+    "result_cost",
     "run_eval",
     "run_evaluator",
     "serialize_environment",
@@ -374,6 +378,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "Sample",
             "Score",
             "ToolCallRecord",
+            "TurnUsage",
             "recorded_value",
         ),
         "weakincentives.evals.dataset": (
@@ -425,6 +430,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "paired_cost_delta",
             "render_report",
             "report_to_dict",
+            "result_cost",
             "summarize",
             "summarize_costs",
         ),

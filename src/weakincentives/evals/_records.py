@@ -14,7 +14,12 @@ from typing import Any, Generic, Literal, TypeVar, cast
 from weakincentives import serde
 from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
-from weakincentives.runtime.session import ChatMessage, SessionViewProtocol, TokenUsage
+from weakincentives.runtime.session import (
+    ChatMessage,
+    SessionViewProtocol,
+    TokenUsage,
+    TurnUsage,
+)
 
 from ._values import (
     ADAPTERS_ATTR,
@@ -37,6 +42,7 @@ __all__ = [
     "Score",
     "ToolCallRecord",
     "Trajectory",
+    "TurnUsage",
     "build_request",
     "build_result",
     "error_message",
@@ -455,6 +461,10 @@ class EvalResult:
     """Id of the session the sample ran in (its debug bundle's `ids.session_id`); None
     when nothing reads that session: a plain function target (no `session=` parameter)
     scored by a plain evaluator, without a bundle or an environment, on every path."""
+    turns: tuple[TurnUsage, ...] = ()
+    """Tokens and cost of each of the agent's model calls, in order, up to the failure for
+    an error (empty when the agent reported none, as a plain function does). The last
+    turns are the assistant messages of `messages`, one each."""
 
     @property
     def trajectory(self) -> Trajectory:
@@ -529,6 +539,7 @@ def build_result(
     cost: float | None = None,
     judge_cost: float | None = None,
     session_id: str | None = None,
+    turns: tuple[TurnUsage, ...] = (),
 ) -> EvalResult:
     """`EvalResult(...)` for the per-sample path: the same value in half the time.
 
@@ -543,6 +554,7 @@ def build_result(
         set_bundle_path, set_error_kind, set_epoch, set_request_id, set_run_id, set_usage,
         set_metadata, set_output, set_messages, set_tool_calls, set_delivery_count,
         set_environment, set_input, set_expected, set_cost, set_judge_cost, set_session_id,
+        set_turns,
     ) = _RESULT_SLOTS  # fmt: skip
     result = object.__new__(EvalResult)
     set_sample_id(result, sample_id)
@@ -567,4 +579,5 @@ def build_result(
     set_cost(result, cost)
     set_judge_cost(result, judge_cost)
     set_session_id(result, session_id)
+    set_turns(result, turns)
     return result

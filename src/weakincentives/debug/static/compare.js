@@ -133,7 +133,8 @@ function flipSection(title, id, flips, count, c) {
   const cell = (side, run) => h("td", {},
     side.id === null ? badge(side.status)
       : h("a", { href: link(["run", run, "result", side.id]) }, badge(side.status)),
-    " ", num(side.score), " ", h("span", { class: "muted small" }, clip(side.error || side.reason, 120)));
+    " ", num(side.score), " ",
+    h("span", { class: "muted small", title: side.error || side.reason }, clip(side.error || side.reason, 120)));
   const shown = flips.length < count ? h("p", { class: "muted" }, `Showing the first ${int(flips.length)}.`) : null;
   const pair = (f) => link(["pair"], {
     base_run: c.baseline.run_id, base: f.baseline.id, treat_run: c.treatment.run_id, treat: f.treatment.id,

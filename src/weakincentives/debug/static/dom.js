@@ -108,6 +108,29 @@ export function costText(c) {
   return text;
 }
 
+/**
+ * Which turn (model call) each assistant message of a transcript is: message index ->
+ * index in `turns`. A result's `turns` end with its transcript's assistant messages, one
+ * each (a sample that ran several prompts has the earlier prompts' turns first).
+ */
+export function turnsByMessage(messages, turns) {
+  const assistant = [];
+  messages.forEach((m, i) => { if (m.role === "assistant") assistant.push(i); });
+  const offset = (turns || []).length - assistant.length;
+  const out = new Map();
+  assistant.forEach((i, k) => { if (offset + k >= 0) out.set(i, offset + k); });
+  return out;
+}
+
+/** One turn's tokens and cost, `[input, output, cost]` as a result records it. */
+export function turnLine(turns, t) {
+  const [input, output, cost] = turns[t];
+  return h("div", {
+    class: "turn-usage", "data-turn": String(t + 1), "data-input": String(input),
+    "data-output": String(output), "data-cost": cost === null ? "" : String(cost),
+  }, `turn ${t + 1} · ${int(input)} in · ${int(output)} out · ${cost === null ? "unpriced" : usd(cost)}`);
+}
+
 export function int(x) {
   return x === null || x === undefined ? "–" : Number(x).toLocaleString();
 }

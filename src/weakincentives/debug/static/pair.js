@@ -1,7 +1,10 @@
 // One sample under two experiments (a flipped sample), side by side: verdicts, a line
 // diff of the outputs and of the tool-call sequences, and both transcripts.
 
-import { api, badge, details, fill, h, link, num, pre, section, setCrumbs, setKeys } from "./dom.js";
+import {
+  api, badge, details, fill, h, int, link, num, pre, section, setCrumbs, setKeys, turnLine, turnsByMessage,
+  usd,
+} from "./dom.js";
 
 export async function renderPair(view, params, isCurrent) {
   const query = new URLSearchParams();
@@ -28,18 +31,23 @@ export async function renderPair(view, params, isCurrent) {
     section("Tool calls", diffTable(data.diff.tool_calls, data.diff.tool_calls_same, "tools-diff",
       "The same tool calls, with the same arguments, in the same order.")),
     section("Transcripts", h("div", { class: "pair" },
-      details(`${a.result.experiment_name}: ${a.result.messages.length} messages`, transcript(a.result.messages)),
-      details(`${b.result.experiment_name}: ${b.result.messages.length} messages`, transcript(b.result.messages)))),
+      details(`${a.result.experiment_name}: ${a.result.messages.length} messages`, transcript(a.result.messages, a.result.turns || [])),
+      details(`${b.result.experiment_name}: ${b.result.messages.length} messages`, transcript(b.result.messages, b.result.turns || [])))),
   );
 }
 
 function verdict(title, side, id) {
   const r = side.result;
+  // The checks that failed (top-level metrics in [0, 0.5), as the failure groups count them).
+  const failed = r.score.metrics.filter((m) => !m.name.includes(".") && m.value >= 0 && m.value < 0.5).map((m) => m.name);
   return h("section", { class: "panel", id },
     h("h2", {}, `${title}: `, h("a", { href: link(["run", side.run_id, "result", side.row.id]) }, r.experiment_name), " ", badge(side.row.status)),
     h("dl", { class: "inline" },
       h("dt", {}, "score"), h("dd", {}, num(r.score.value)),
+      failed.length ? [h("dt", {}, "failed checks"), h("dd", { class: "failed-checks" }, h("strong", {}, failed.join(", ")))] : null,
       h("dt", {}, "reason"), h("dd", { class: "reason-full" }, r.score.reason || "–"),
+      h("dt", {}, "tokens"), h("dd", {}, `${int(r.usage.input_tokens)} in · ${int(r.usage.output_tokens)} out · ${(r.turns || []).length} model calls`),
+      h("dt", {}, "cost"), h("dd", {}, r.cost === null || r.cost === undefined ? "unpriced" : `${usd(r.cost)} agent · ${usd(r.judge_cost)} judge`),
       r.error ? [h("dt", {}, "error"), h("dd", {}, h("strong", {}, r.error_kind || "error"), " ", r.error)] : null));
 }
 
@@ -65,11 +73,13 @@ function diffTable(blocks, same, id, sameText) {
   ];
 }
 
-function transcript(messages) {
+function transcript(messages, turns) {
   if (!messages.length) return h("p", { class: "muted" }, "No transcript recorded.");
-  return h("ol", { class: "transcript" }, messages.map((m) =>
+  const turnOf = turnsByMessage(messages, turns);
+  return h("ol", { class: "transcript" }, messages.map((m, i) =>
     h("li", { class: `msg ${m.role}` },
       h("div", { class: "role" }, m.role, m.name ? ` · ${m.name}` : ""),
+      turnOf.has(i) ? turnLine(turns, turnOf.get(i)) : null,
       m.content !== null ? h("pre", { class: "content" }, m.content) : null,
       m.tool_calls.map((c) => h("div", { class: "call" }, h("span", { class: "tool-name" }, c.name), pre(c.arguments))))));
 }

@@ -2,7 +2,7 @@
 
 import {
   api, badge, fill, details, h, int, link, ms, num, pre, pretty, section, setCrumbs, setKeys, table,
-  usd,
+  turnLine, turnsByMessage, usd,
 } from "./dom.js";
 import { listQuery } from "./runs.js";
 
@@ -28,10 +28,12 @@ export async function renderResult(view, runId, resultId, params, isCurrent) {
     r.error ? section("Error", h("p", {}, h("strong", {}, r.error_kind || "error")), pre(r.error, "error")) : null,
     ioPanel(data.sample, r),
     scorePanel(r),
-    transcriptPanel(r.messages),
+    transcriptPanel(r.messages, r.turns || []),
     toolCallsPanel(r.tool_calls),
+    turnsPanel(r),
     timingPanel(r),
     Object.keys(r.metadata).length ? section("Metadata", kvTable(r.metadata)) : null,
+    provenancePanel(data.provenance || []),
     data.bundle ? bundlePanels(data.bundle) : null,
     data.bundle_error ? section("Debug bundle", h("p", { class: "warning" }, data.bundle_error)) : null,
   );
@@ -146,6 +148,25 @@ function scorePanel(r) {
     metrics);
 }
 
+// Each model call's tokens and cost (for an errored sample, the calls before the failure).
+function turnsPanel(r) {
+  const turns = r.turns || [];
+  if (!turns.length) {
+    return section("Tokens and cost per turn", h("p", { class: "muted" },
+      "No per-turn usage recorded (the agent reported none, as a plain function does, or the run predates per-turn records)."));
+  }
+  const sum = (i) => turns.reduce((n, t) => n + t[i], 0);
+  const priced = turns.every((t) => t[2] !== null);
+  const rows = turns.map(([input, output, cost], t) => h("tr", {},
+    h("td", { class: "num" }, String(t + 1)), h("td", { class: "num" }, int(input)),
+    h("td", { class: "num" }, int(output)), h("td", { class: "num" }, cost === null ? "unpriced" : usd(cost))));
+  rows.push(h("tr", { class: "total-row" }, h("td", {}, "total"), h("td", { class: "num" }, int(sum(0))),
+    h("td", { class: "num" }, int(sum(1))), h("td", { class: "num" }, priced ? usd(sum(2)) : "unpriced")));
+  return section("Tokens and cost per turn",
+    table(["Turn", "Input tokens", "Output tokens", "Cost"], rows, { class: "grid", id: "turns" }),
+    r.error ? h("p", { class: "muted" }, "The model calls made before the failure.") : null);
+}
+
 function timingPanel(r) {
   const u = r.usage;
   return section("Timing and tokens",
@@ -169,11 +190,13 @@ function ioPanel(sample, r) {
   return section("Input, expected, output", ...parts);
 }
 
-function transcriptPanel(messages) {
+function transcriptPanel(messages, turns) {
   if (!messages.length) return section("Transcript", h("p", { class: "muted" }, "No transcript recorded."));
-  return section("Transcript", h("ol", { class: "transcript", id: "transcript" }, messages.map((m) =>
+  const turnOf = turnsByMessage(messages, turns);
+  return section("Transcript", h("ol", { class: "transcript", id: "transcript" }, messages.map((m, i) =>
     h("li", { class: `msg ${m.role}` },
       h("div", { class: "role" }, m.role, m.name ? ` · ${m.name}` : "", m.tool_call_id ? ` · ${m.tool_call_id}` : ""),
+      turnOf.has(i) ? turnLine(turns, turnOf.get(i)) : null,
       m.content !== null ? h("pre", { class: "content" }, m.content) : null,
       m.tool_calls.map((c) => h("div", { class: "call" },
         h("span", { class: "tool-name" }, c.name), h("span", { class: "muted small" }, ` ${c.id}`),
@@ -199,6 +222,15 @@ function toolCallsPanel(calls) {
       h("td", { class: "num" }, ms(c.duration_ms)),
       h("td", {}, c.error || ""))),
     { class: "grid", id: "tool-calls" }));
+}
+
+// What produced the run (its manifest's provenance, as the run page shows it), collapsed.
+function provenancePanel(rows) {
+  if (!rows.length) return null;
+  return h("details", { class: "panel provenance", id: "sample-provenance" },
+    h("summary", {}, "Provenance: what produced this run"),
+    h("dl", { class: "inline" }, rows.map(([label, text]) =>
+      [h("dt", {}, label), h("dd", { dataset: { field: label } }, text)])));
 }
 
 function kvTable(obj) {

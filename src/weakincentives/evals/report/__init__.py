@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         cost_summary,
         format_usd,
         paired_cost_delta,
+        result_cost,
         summarize_costs,
     )
     from ._export import (
@@ -81,6 +82,7 @@ __all__ = [
     "paired_cost_delta",
     "render_report",
     "report_to_dict",
+    "result_cost",
     "summarize",
     "summarize_costs",
 ]
@@ -112,6 +114,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "cost_summary",
             "format_usd",
             "paired_cost_delta",
+            "result_cost",
             "summarize_costs",
         ),
         "weakincentives.evals.report._export": ("report_to_dict",),

@@ -24,6 +24,7 @@ __all__ = [
     "cost_summary",
     "format_usd",
     "paired_cost_delta",
+    "result_cost",
     "summarize_costs",
 ]
 
@@ -127,6 +128,19 @@ def cost_summary(results: Iterable[EvalResult]) -> CostSummary:
     return summarize_costs((r.cost, r.judge_cost) for r in results)
 
 
+def result_cost(cost: float | None, judge_cost: float | None) -> float | None:
+    """Dollars one result cost, agent plus judge; None when its agent is unpriced.
+
+    The per-result value every cost view is made of: `summarize_costs` averages it,
+    `paired_cost_delta` differences it, the cost histograms bin it.
+
+    Examples:
+        >>> result_cost(0.002, 0.0005), result_cost(0.002, None), result_cost(None, 0.0005)
+        (0.0025, 0.002, None)
+    """
+    return None if cost is None else cost + (judge_cost or 0.0)
+
+
 def summarize_costs(costs: Iterable[tuple[float | None, float | None]]) -> CostSummary:
     """`CostSummary` of `(agent cost, judge cost)` pairs, one per result (None: unpriced).
 
@@ -142,7 +156,7 @@ def summarize_costs(costs: Iterable[tuple[float | None, float | None]]) -> CostS
             continue
         priced += 1
         agent += cost
-        per.append(cost + (judge_cost or 0.0))
+        per.append(cost + (judge_cost or 0.0))  # `result_cost`, inlined: this runs per result
     mean, low, high = _mean_ci(per)
     return CostSummary(
         n=n,
@@ -169,7 +183,7 @@ def cost_delta(baseline: Iterable[EvalResult], treatment: Iterable[EvalResult]) 
 
 
 def _row_total(row: CostRow) -> float | None:
-    return None if row[2] is None else row[2] + (row[3] or 0.0)
+    return result_cost(row[2], row[3])
 
 
 def paired_cost_delta(

@@ -35,6 +35,7 @@ from .._records import (
     RecordInputs,
     Score,
     ToolCallRecord,
+    TurnUsage,
     build_result,
     error_message,
 )
@@ -218,7 +219,9 @@ def score_output(
     is the one `execute_sample` gives a `FunctionLoop` that returned `output`.
     """
     if record_transcript and isinstance(output, str) and output:
-        extras: _Extras = (NO_USAGE, (ChatMessage(role="assistant", content=output),), (), None)
+        extras: _Extras = (
+            NO_USAGE, (ChatMessage(role="assistant", content=output),), (), None, ()
+        )  # fmt: skip
     else:
         extras = _NO_EXTRAS
     record = _Record(request, delivery_count, latency_ms, inputs or RECORD_INPUTS, prices)
@@ -328,13 +331,16 @@ def _score(
     return SampleOutcome(result, session, response)
 
 
-_Extras = tuple[TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...], float | None]
-"""What a finished run adds to its result: usage, messages, tool calls and cost."""
+_Extras = tuple[
+    TokenUsage, tuple[ChatMessage, ...], tuple[ToolCallRecord, ...], float | None,
+    tuple[TurnUsage, ...],
+]  # fmt: skip
+"""What a finished run adds to its result: usage, messages, tool calls, cost, turns."""
 
 NO_USAGE = TokenUsage()
 """The zero usage of a run that reported none, one shared object (`slim` looks for it)."""
 
-_NO_EXTRAS: _Extras = (NO_USAGE, (), (), None)
+_NO_EXTRAS: _Extras = (NO_USAGE, (), (), None, ())
 
 
 def _result(
@@ -349,7 +355,7 @@ def _result(
     # Built through its slots (see `build_result`): this runs per sample.
     request = record.request
     sample = request.sample
-    usage, messages, tool_calls, cost = extras
+    usage, messages, tool_calls, cost, turns = extras
     inputs = record.inputs
     return build_result(
         sample_id=sample.id, experiment_name=request.experiment.name, score=score,
@@ -358,7 +364,7 @@ def _result(
         metadata=dict(sample.metadata), output=output, messages=messages,
         tool_calls=tool_calls, delivery_count=record.delivery_count,
         input=inputs.value(sample.input), expected=inputs.value(sample.expected),
-        cost=cost, judge_cost=judge_cost, session_id=record.session_id,
+        cost=cost, judge_cost=judge_cost, session_id=record.session_id, turns=turns,
     )  # fmt: skip
 
 
@@ -397,10 +403,11 @@ def _failure_extras(
         messages = failed.messages
         if failed.stage == "output_parsing":
             stage = "output_parsing"
+    turns = _turns([*session[PromptExecuted].all(), *failures[-1:]], prices)
     if not record_transcript:
-        return (usage, (), (), cost), stage
+        return (usage, (), (), cost, turns), stage
     invoked = session[ToolInvoked].all()
-    return (usage, messages, tuple(_tool_record(t) for t in invoked), cost), stage
+    return (usage, messages, tuple(_tool_record(t) for t in invoked), cost, turns), stage
 
 
 def _structured(session: Session) -> bool:
@@ -438,12 +445,27 @@ def _session_extras(
     if prices is not None:
         calls = [(e.model, e.usage) for e in executed] or [(response.model, response.usage)]
         cost = _priced(calls, prices)
+    turns = _turns(executed, prices)
     if not record_transcript:
-        return (usage, (), (), cost)
+        return (usage, (), (), cost, turns)
     messages = tuple(response.messages) or _fallback_messages(response)
     invoked = session[ToolInvoked].all()
     tools = tuple(_tool_record(t) for t in invoked) if invoked else ()
-    return (usage, messages, tools, cost)
+    return (usage, messages, tools, cost, turns)
+
+
+def _turns(
+    events: Iterable[PromptExecuted | PromptFailed], prices: PriceTable | None
+) -> tuple[TurnUsage, ...]:
+    """One `TurnUsage` per model call of `events`, priced at its prompt run's model."""
+    out = []
+    for event in events:
+        for usage in event.turn_usage:
+            cost = None if prices is None else prices.cost(event.model, usage)
+            if cost is not None:  # to the pico-dollar: `1.395e-05`, not `1.3949999999999999e-05`
+                cost = round(cost, 12)
+            out.append(TurnUsage(usage.input_tokens, usage.output_tokens, cost))
+    return tuple(out)
 
 
 def _priced(calls: Iterable[tuple[str | None, TokenUsage]], prices: PriceTable) -> float | None:

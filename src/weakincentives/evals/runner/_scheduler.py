@@ -474,10 +474,10 @@ class LocalRun:
 def slim(result: EvalResult) -> EvalResult:
     """`result` as the report keeps it when the run store holds the full record.
 
-    Dropped (the store has them): the transcript (`messages`, `tool_calls`), `output`,
-    `input`, `expected`, `request_id`, `session_id`, and the reason of a passed score
-    without metrics (that score becomes a shared `Score(value, passed=True)`). Kept: everything the
-    report computes with (scores, metrics, errors and their reasons, latency, usage,
+    Dropped (the store has them): the transcript (`messages`, `tool_calls`, `turns`),
+    `output`, `input`, `expected`, `request_id`, `session_id`, and the reason of a passed
+    score without metrics (that score becomes a shared `Score(value, passed=True)`). Kept:
+    everything the report computes with (scores, metrics, errors and their reasons, latency, usage,
     metadata, environment).
     Empty metadata and zero usage are shared objects.
     """

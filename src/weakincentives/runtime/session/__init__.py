@@ -15,6 +15,7 @@ from weakincentives.runtime.session._events import (
     ToolCall,
     ToolInvoked,
     ToolResult,
+    TurnUsage,
 )
 from weakincentives.runtime.session._session import (
     Reducer,
@@ -49,6 +50,7 @@ __all__ = [
     "ToolCall",
     "ToolInvoked",
     "ToolResult",
+    "TurnUsage",
     "append_reducer",
     "replace_latest",
     "upsert_by",

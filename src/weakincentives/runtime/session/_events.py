@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "ChatMessage",
@@ -17,6 +17,7 @@ __all__ = [
     "ToolCall",
     "ToolInvoked",
     "ToolResult",
+    "TurnUsage",
 ]
 
 
@@ -53,6 +54,25 @@ class TokenUsage:
 
 
 _NO_TOKENS = TokenUsage()
+
+
+class TurnUsage(NamedTuple):
+    """Tokens and cost of one model call, as an eval result records it (`EvalResult.turns`).
+
+    A named tuple, not a dataclass, so a result line stores each turn as a three-item
+    array (`[40, 10, 0.00016]`), a few bytes per model call.
+
+    Examples:
+        >>> TurnUsage(input_tokens=40, output_tokens=10, cost=0.00016).output_tokens
+        10
+    """
+
+    input_tokens: int
+    """Prompt tokens sent with the call (cache reads and writes included)."""
+    output_tokens: int
+    """Tokens the model produced (thinking included)."""
+    cost: float | None = None
+    """Dollars the call cost at its model's price (None: unpriced, or no price table)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +209,8 @@ class PromptExecuted:
     """Number of tool calls executed."""
     duration_ms: float = 0.0
     """Wall time of the whole run."""
+    turn_usage: tuple[TokenUsage, ...] = ()
+    """Tokens of each model call, in order (one per turn; they add up to `usage`)."""
 
 
 FailureStage = Literal["agent", "output_parsing", "timeout", "budget"]
@@ -229,3 +251,5 @@ class PromptFailed:
     """The exception's message."""
     duration_ms: float = 0.0
     """Wall time until the failure."""
+    turn_usage: tuple[TokenUsage, ...] = ()
+    """Tokens of each model call that answered, in order (they add up to `usage`)."""
