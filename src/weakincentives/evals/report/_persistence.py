@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ class LoadedReport:
 
 def write_report(
     path: StrPath,
-    results: tuple[EvalResult, ...],
+    results: Sequence[EvalResult],
     *,
     run_id: str | None,
     expected_count: int | None,

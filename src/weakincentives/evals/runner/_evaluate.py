@@ -85,7 +85,8 @@ from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_m
 from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
-from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
+from ._scheduler import LocalRun, RunSettings
+from ._source import UNHASHED_STREAM, DatasetSource, SampleSource
 from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]

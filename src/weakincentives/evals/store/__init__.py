@@ -5,7 +5,8 @@ Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
 `_handle.py`), the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
 `iter_results`: `_files.py`), the background fsync thread (`_syncer.py`), per-run counts
 (`_tally.py`), the `Fingerprint` that decides whether a resume is the same run
-(`_fingerprint.py`), and the `RunProvenance` the manifest records (`_provenance.py`). It
+(`_fingerprint.py`), the `RunProvenance` the manifest records (`_provenance.py`), and
+`StoredResults`, the results of one call read back for its report (`_readback.py`). It
 may import the shared records and the layers below `evals`; nothing else of `evals`.
 """
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         redact_command,
         target_adapter,
     )
+    from ._readback import StoredResults
     from ._run_store import (
         RunStore,
         new_run_id,
@@ -58,6 +60,7 @@ __all__ = [
     "RunProvenance",
     "RunStatus",
     "RunStore",
+    "StoredResults",
     "adapters_of",
     "code_directory",
     "diff_fingerprints",
@@ -101,6 +104,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "redact_command",
             "target_adapter",
         ),
+        "weakincentives.evals.store._readback": ("StoredResults",),
         "weakincentives.evals.store._run_store": ("RunStore", "new_run_id"),
     },
 )
