@@ -161,6 +161,10 @@ def main() -> dict[str, float]:
     ideal = n2 * delay / 200
     for driver in ("baseline", "runner_async", "runner_agent_async"):
         metrics[f"{driver}_cold_c200_efficiency"] = ideal / best[f"w2_{driver}_cold_s"]
+    for driver in ("runner_async", "runner_agent_async"):
+        metrics[f"{driver}_cold_c200_vs_baseline"] = (
+            metrics[f"{driver}_cold_c200_efficiency"] / metrics["baseline_cold_c200_efficiency"]
+        )
     for name in ("evals", "run", "agent"):
         metrics[f"import_{name}_vs_asyncio"] = best[f"import_{name}_s"] / best["import_asyncio_s"]
     return metrics
