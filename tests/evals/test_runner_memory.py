@@ -8,6 +8,8 @@ these tests check the mechanism and that the report is the same as before.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,12 @@ from typing import Any
 import anyio
 import pytest
 
-from weakincentives.errors import RunStoreError
+from weakincentives import serde
+from weakincentives.errors import RunStoreError, SerdeError
 from weakincentives.evals import (
     EvalResult,
     Fingerprint,
+    Metric,
     RunStore,
     Sample,
     Score,
@@ -28,6 +32,8 @@ from weakincentives.evals import (
     run_eval,
 )
 from weakincentives.evals.runner._scheduler import slim
+from weakincentives.evals.store import decode_report_fields
+from weakincentives.runtime import TokenUsage
 
 N = 40
 
@@ -149,3 +155,58 @@ def test_a_writer_that_expects_unique_keys_counts_them_without_keeping_them(
         assert run.completed_keys(include_errors=False) == {("a", "x", 0), ("b", "x", 0)}
     reopened = store.open("r1")
     assert (reopened.counts.results, reopened.counts.passed, reopened.counts.errors) == (3, 2, 1)
+
+
+def _varied() -> list[EvalResult]:
+    metric = Metric(name="f1", value=0.5, weight=2.0, metadata={"k": [1, "x"]})
+    return [
+        _result("plain"),
+        _result("failed", error="boom"),
+        dataclasses.replace(
+            _result("rich"),
+            score=Score(metrics=(metric,), reason="half"),
+            usage=TokenUsage(input_tokens=7, output_tokens=3, reasoning_tokens=1),
+            metadata={"topic": "math", "n": 3},
+            environment={"files": ["a.txt"]},
+            bundle_path=Path("bundles/x.zip"),
+            cost=2,
+            judge_cost=0.25,
+            epoch=2,
+            delivery_count=3,
+            run_id="r9",
+            output={"long": "x" * 50},
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_reading_report_fields_gives_what_full_validation_gives(index: int) -> None:
+    result = _varied()[index]
+    line = serde.dumps(result)
+    full = serde.loads(EvalResult, line)
+    fast = decode_report_fields(line)
+    assert slim(fast) == slim(full)
+    assert type(fast.cost) is type(full.cost) and type(fast.latency_ms) is type(full.latency_ms)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"epoch": "2"}, id="a string for an int"),
+        pytest.param({"latency_ms": 12.6}, id="a float latency"),
+        pytest.param({"usage": {"input_tokens": 1, "new_counter": 2}}, id="an unknown field"),
+    ],
+)
+def test_a_line_in_another_shape_is_read_by_the_validator(change: dict[str, Any]) -> None:
+    data = json.loads(serde.dumps(_result("x")))
+    data.update(change)
+    line = json.dumps(data).encode()
+    try:
+        expected: object = slim(serde.loads(EvalResult, line))
+    except SerdeError as exc:
+        expected = type(exc)
+    try:
+        got: object = slim(decode_report_fields(line))
+    except SerdeError as exc:
+        got = type(exc)
+    assert got == expected

@@ -489,7 +489,7 @@ class LocalRun:
             start, end, count = self._offsets
             results = StoredResults(
                 self.handle.results_path, start=start, end=end, count=count,
-                earlier=tuple(self.earlier.values()), transform=slim,
+                earlier=tuple(self.earlier.values()), transform=slim, report_fields=True,
             )  # fmt: skip
         return EvalReport(
             results=results, expected_count=self.expected_count(), run_id=self.run_id,

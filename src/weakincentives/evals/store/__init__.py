@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         redact_command,
         target_adapter,
     )
-    from ._readback import StoredResults
+    from ._readback import StoredResults, decode_report_fields
     from ._run_store import (
         RunStore,
         new_run_id,
@@ -63,6 +63,7 @@ __all__ = [
     "StoredResults",
     "adapters_of",
     "code_directory",
+    "decode_report_fields",
     "diff_fingerprints",
     "git_commit",
     "git_dirty",
@@ -87,6 +88,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "ExperimentFingerprint",
             "Fingerprint",
             "code_directory",
+            "decode_report_fields",
             "diff_fingerprints",
             "git_commit",
             "qualified_name",
@@ -104,7 +106,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "redact_command",
             "target_adapter",
         ),
-        "weakincentives.evals.store._readback": ("StoredResults",),
+        "weakincentives.evals.store._readback": ("StoredResults", "decode_report_fields"),
         "weakincentives.evals.store._run_store": ("RunStore", "new_run_id"),
     },
 )

@@ -10,21 +10,71 @@ them once it has read them, as a report built from a tuple does.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 from weakincentives import serde
 from weakincentives.errors import RunStoreError, SerdeError
+from weakincentives.runtime.session import TokenUsage
 
-from .._records import EvalResult
+from .._records import EvalResult, Metric, Score, build_result
 
-__all__ = ["StoredResults"]
+__all__ = ["StoredResults", "decode_report_fields"]
 
 
 def _decode(raw: bytes) -> EvalResult:
     return serde.loads(EvalResult, raw)
+
+
+def decode_report_fields(raw: bytes) -> EvalResult:
+    """A line this process wrote, as an `EvalResult` holding what a report reads.
+
+    The fields a report computes with are read with the standard library's `json` and
+    built as pydantic would build them (the file was written from valid results moments
+    ago): 5 µs a line instead of 30, and no `pydantic` import for a run that only reports.
+    The transcript, output, input and expected are left out (the runner's `slim` drops
+    them anyway). A line in any other shape goes through `serde.loads` (full validation).
+    """
+    try:
+        return _report_fields(json.loads(raw))
+    except Exception:  # an unusual line: the validator decides (and says why)
+        return serde.loads(EvalResult, raw)
+
+
+def _report_fields(data: dict[str, Any]) -> EvalResult:
+    raw_score = data["score"]
+    metrics = tuple(
+        Metric(
+            name=m["name"], value=float(m["value"]), weight=float(m["weight"]),
+            metadata=m["metadata"],
+        )
+        for m in raw_score["metrics"]
+    )  # fmt: skip
+    score = Score(
+        value=float(raw_score["value"]), passed=raw_score["passed"], reason=raw_score["reason"],
+        metrics=metrics,
+    )  # fmt: skip
+    latency, bundle, cost, judge_cost = (
+        data["latency_ms"],
+        data["bundle_path"],
+        data["cost"],
+        data["judge_cost"],
+    )
+    if type(raw_score["passed"]) is not bool or type(data["epoch"]) is not int:
+        raise TypeError("not as written")  # pydantic's coercions are the validator's
+    return build_result(
+        sample_id=data["sample_id"], experiment_name=data["experiment_name"], score=score,
+        latency_ms=round(latency), error=data["error"],
+        bundle_path=None if bundle is None else Path(bundle), error_kind=data["error_kind"],
+        epoch=data["epoch"], request_id=data["request_id"], run_id=data["run_id"],
+        usage=TokenUsage(**data["usage"]), metadata=data["metadata"],
+        delivery_count=data["delivery_count"], environment=data["environment"],
+        cost=None if cost is None else float(cost),
+        judge_cost=None if judge_cost is None else float(judge_cost),
+    )  # fmt: skip
 
 
 class StoredResults(Sequence[EvalResult]):
@@ -38,9 +88,15 @@ class StoredResults(Sequence[EvalResult]):
         count: How many lines that range holds.
         earlier: Results to put first (a resumed run's earlier results, already read).
         transform: Applied to each result read (the runner's `slim`).
+        report_fields: Read only the fields a report computes with (scores, errors,
+            latency, usage, metadata, environment, costs; see `decode_report_fields`),
+            faster; the transcript, output, input and expected are then left empty.
     """
 
-    __slots__ = ("_count", "_earlier", "_end", "_kept", "_lock", "_path", "_start", "_transform")
+    __slots__ = (
+        "_count", "_decode", "_earlier", "_end", "_kept", "_lock", "_path", "_start",
+        "_transform",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -51,6 +107,7 @@ class StoredResults(Sequence[EvalResult]):
         count: int,
         earlier: Sequence[EvalResult] = (),
         transform: Callable[[EvalResult], EvalResult] | None = None,
+        report_fields: bool = False,
     ) -> None:
         self._path = path
         self._start = start
@@ -58,6 +115,7 @@ class StoredResults(Sequence[EvalResult]):
         self._count = count
         self._earlier = tuple(earlier)
         self._transform = transform
+        self._decode = decode_report_fields if report_fields else _decode
         self._kept: tuple[EvalResult, ...] | None = None
         self._lock = threading.Lock()
 
@@ -99,7 +157,7 @@ class StoredResults(Sequence[EvalResult]):
         return kept
 
     def _read(self) -> Iterator[EvalResult]:
-        transform = self._transform
+        transform, decode = self._transform, self._decode
         try:
             handle = self._path.open("rb")
         except OSError as exc:
@@ -117,7 +175,7 @@ class StoredResults(Sequence[EvalResult]):
                 if position > self._end:
                     break
                 try:
-                    result = _decode(raw)
+                    result = decode(raw)
                 except SerdeError as exc:
                     raise RunStoreError(
                         f"{self._path}: a result line does not read: {exc}"
