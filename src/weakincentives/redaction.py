@@ -30,7 +30,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,10 +220,29 @@ class RedactionPolicy:
         literals.update(s for s in self.secrets if s)
         return Redactor(
             literals=tuple(sorted(literals, key=len, reverse=True)),
-            patterns=tuple(re.compile(p) for p in self.patterns),
+            patterns=self.patterns,  # compiled when first needed (see `Redactor`)
             field_names=re.compile(self.field_names, re.IGNORECASE),
             replacement=self.replacement,
         )
+
+
+class _LazyPattern:
+    """A regular expression compiled on first use."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str] | str) -> None:
+        self._compiled: re.Pattern[str] | None = None
+        if isinstance(pattern, re.Pattern):
+            self.pattern, self._compiled = pattern.pattern, pattern
+        else:
+            self.pattern = pattern
+
+    def compiled(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern)
+        return compiled
 
 
 class Redactor:
@@ -233,14 +252,17 @@ class Redactor:
         self,
         *,
         literals: tuple[str, ...],
-        patterns: tuple[re.Pattern[str], ...],
+        patterns: Sequence[re.Pattern[str] | str],
         field_names: re.Pattern[str],
         replacement: str,
     ) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         self._literals = re.compile("|".join(re.escape(s) for s in literals)) if literals else None
-        self._patterns = patterns
-        guards = [(_GUARDS.get(p.pattern), p) for p in patterns]
+        # A pattern is compiled the first time its guard lets it run (most never run on a
+        # record without secrets): compiling all seventeen cost a process's first run
+        # several milliseconds.
+        self._patterns = tuple(_LazyPattern(p) for p in patterns)
+        guards = [(_GUARDS.get(p.pattern), p) for p in self._patterns]
         self._word_guarded = tuple((g, p) for g, p in guards if isinstance(g, tuple))
         self._other_guarded = tuple((g, p) for g, p in guards if not isinstance(g, tuple))
         # One search for every guard word: where none occurs (most records), no guarded
@@ -378,15 +400,15 @@ class Redactor:
             if form in text:
                 return True
         if self._any_guard_word is not None and self._any_guard_word.search(lower) is None:
-            return any(pattern.search(text) for pattern in self._unguarded)
+            return any(pattern.compiled().search(text) for pattern in self._unguarded)
         for words, pattern in self._word_guarded:
             for word in words:
                 if word in lower:
-                    if pattern.search(text):
+                    if pattern.compiled().search(text):
                         return True
                     break
         for guard, pattern in self._other_guarded:
-            if (guard is None or guard(lower)) and pattern.search(text):
+            if (guard is None or guard(lower)) and pattern.compiled().search(text):
                 return True
         return False
 
@@ -397,7 +419,7 @@ class Redactor:
         if self._literals is not None:
             text = self._literals.sub(self._replacement, text)
         for pattern in self._patterns:
-            text = pattern.sub(self._sub, text)
+            text = pattern.compiled().sub(self._sub, text)
         return text
 
     def bytes(self, data: bytes) -> bytes:
