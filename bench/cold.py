@@ -2,10 +2,16 @@
 
 Every number here comes from a fresh interpreter that runs one thing once:
 
-- `import_evals_s`: `import weakincentives.evals` (target < 0.2 s), beside
-  `import_asyncio_s`, the same for `asyncio` and `json` (what any program pays);
+- `import_evals_s`: `import weakincentives.evals` (target < 0.2 s); `import_run_s`: the
+  names a run uses (`from weakincentives.evals import Sample, exact_match, run_eval`,
+  target < 0.2 s too) and `import_agent_s` with an agent's (`AgentLoop`, `PromptTemplate`,
+  `FunctionAdapter`...), beside `import_asyncio_s`, the same for `asyncio` and `json`
+  (what any program pays); each also as CPU time (`*_cpu_s`: less sensitive to the other
+  processes of a busy machine) and as a ratio to asyncio's;
 - `first_evaluate_ms`: the first `run_eval` of one sample after the imports, minus a
   second one in the same process: the one-time cost of the first call (target < 10 ms);
+  `first_evaluate_store_ms` the same with a run store, `first_evaluate_agent_ms` for the
+  prompt-based agent on an async adapter (with a store);
 - W1 cold: N = 2,000 instant samples, `runner_function` and `runner_agent_async` once,
   beside the plain-asyncio baseline once, each in its own fresh process
   (`*_cold_overhead_ms` is ms per sample over the cold baseline);
@@ -34,7 +40,10 @@ __all__ = ["TARGETS", "main"]
 
 TARGETS: dict[str, tuple[str, float]] = {
     "import_evals_s": ("<=", 0.2),
+    "import_run_s": ("<=", 0.2),
     "first_evaluate_ms": ("<=", 10.0),
+    "first_evaluate_store_ms": ("<=", 10.0),
+    "first_evaluate_agent_ms": ("<=", 10.0),
     "runner_function_cold_overhead_ms": ("<=", 0.025),
     "runner_agent_async_cold_overhead_ms": ("<=", 0.08),
     "runner_async_cold_c200_efficiency": (">=", 0.95),
@@ -47,23 +56,52 @@ _ROOT = Path(__file__).resolve().parent.parent
 def _child(kind: str, args: list[str]) -> dict[str, float]:
     """Run in a fresh interpreter: time one thing once."""
     if kind == "import":
-        start = time.perf_counter()
-        __import__(args[0])
-        return {"seconds": time.perf_counter() - start}
+        code = compile(IMPORTS[args[0]], "<cold-import>", "exec")
+        start, cpu = time.perf_counter(), time.process_time()
+        exec(code, {})
+        return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu}
     if kind == "first":
-        from bench.w1_overhead import answer, iter_samples
-        from weakincentives.evals import exact_match, run_eval
-
-        times = []
-        for _ in range(2):
-            start = time.perf_counter()
-            run_eval(iter_samples(1), answer, exact_match)
-            times.append(time.perf_counter() - start)
-        return {"first_ms": times[0] * 1000.0, "second_ms": times[1] * 1000.0}
+        return _first_call(args[0])
     from bench.w1_overhead import DRIVERS, run_job
 
     driver, n, concurrency, delay = args[0], int(args[1]), int(args[2]), float(args[3])
     return {"seconds": run_job(driver, DRIVERS[driver], n=n, concurrency=concurrency, delay=delay)}
+
+
+IMPORTS = {
+    "asyncio": "import asyncio, json",
+    "evals": "import weakincentives.evals",
+    "run": "from weakincentives.evals import Sample, exact_match, run_eval",
+    "agent": (
+        "from weakincentives import AgentLoop, MarkdownSection, Prompt, PromptTemplate\n"
+        "from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest\n"
+        "from weakincentives.evals import Sample, exact_match, run_eval"
+    ),
+}
+"""What each `import_*` figure imports."""
+
+
+def _first_call(variant: str) -> dict[str, float]:
+    """Two one-sample runs in this fresh process: the first pays the one-time costs."""
+    from bench.w1_overhead import answer, async_agent_loop, iter_agent_samples, iter_samples
+    from weakincentives.evals import exact_match, run_eval
+
+    times, cpu = [], []
+    for _ in range(2):
+        with tempfile.TemporaryDirectory(prefix="wink-bench-first-") as store:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            if variant == "function":
+                run_eval(iter_samples(1), answer, exact_match)
+            elif variant == "store":
+                run_eval(iter_samples(1), answer, exact_match, store=store)
+            else:
+                run_eval(iter_agent_samples(1), async_agent_loop(), exact_match, store=store)
+            times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - cpu_start)
+    return {
+        "first_ms": times[0] * 1000.0, "second_ms": times[1] * 1000.0,
+        "first_cpu_ms": cpu[0] * 1000.0, "second_cpu_ms": cpu[1] * 1000.0,
+    }  # fmt: skip
 
 
 def _fresh(kind: str, *args: str) -> dict[str, float]:
@@ -97,23 +135,36 @@ def main() -> dict[str, float]:
     n1, n2, delay = (200, 100, 0.01) if quick() else (2000, 1000, 0.1)
     print(f"cold: fresh interpreters, one call each, best of {repeats}")
     best: dict[str, float] = {}
-    _fresh("first")  # writes the bytecode caches (see `_env`); not measured
+    _fresh("first", "agent")  # writes the bytecode caches (see `_env`); not measured
 
     def keep(name: str, value: float) -> None:
         best[name] = min(best.get(name, float("inf")), value)
 
     for _ in range(repeats):  # interleaved: noise hits every variant alike
-        keep("import_asyncio_s", _fresh("import", "asyncio")["seconds"])
-        keep("import_evals_s", _fresh("import", "weakincentives.evals")["seconds"])
-        first = _fresh("first")
-        keep("first_evaluate_ms", first["first_ms"] - first["second_ms"])
+        for name in IMPORTS:
+            timed = _fresh("import", name)
+            keep(f"import_{name}_s", timed["seconds"])
+            keep(f"import_{name}_cpu_s", timed["cpu"])
+        for variant, metric in (
+            ("function", "first_evaluate_ms"), ("store", "first_evaluate_store_ms"),
+            ("agent", "first_evaluate_agent_ms"),
+        ):  # fmt: skip
+            calls = _fresh("first", variant)
+            for key, value in calls.items():  # the best of each, subtracted below
+                keep(f"{metric}:{key}", value)
         for driver in ("baseline", "runner_function", "runner_agent_async"):
             seconds = _fresh("job", driver, str(n1), "10", "0")["seconds"]
             keep(f"w1_{driver}_cold_ms", seconds * 1000.0 / n1)
         for driver in ("baseline", "runner_async", "runner_agent_async"):
             seconds = _fresh("job", driver, str(n2), "200", str(delay))["seconds"]
             keep(f"w2_{driver}_cold_s", seconds)
-    metrics = dict(best)
+    metrics = {key: value for key, value in best.items() if ":" not in key}
+    for metric in ("first_evaluate_ms", "first_evaluate_store_ms", "first_evaluate_agent_ms"):
+        # The best first call minus the best second one (the best of the differences
+        # would keep the noisiest pair); CPU time too, which other processes disturb less.
+        metrics[metric] = best[f"{metric}:first_ms"] - best[f"{metric}:second_ms"]
+        cpu_metric = metric.replace("_ms", "_cpu_ms")
+        metrics[cpu_metric] = best[f"{metric}:first_cpu_ms"] - best[f"{metric}:second_cpu_ms"]
     base_ms = best["w1_baseline_cold_ms"]
     for driver in ("runner_function", "runner_agent_async"):
         metrics[f"{driver}_cold_overhead_ms"] = best[f"w1_{driver}_cold_ms"] - base_ms
@@ -121,7 +172,12 @@ def main() -> dict[str, float]:
     ideal = n2 * delay / 200
     for driver in ("baseline", "runner_async", "runner_agent_async"):
         metrics[f"{driver}_cold_c200_efficiency"] = ideal / best[f"w2_{driver}_cold_s"]
-    metrics["import_evals_vs_asyncio"] = best["import_evals_s"] / best["import_asyncio_s"]
+    for driver in ("runner_async", "runner_agent_async"):
+        metrics[f"{driver}_cold_c200_vs_baseline"] = (
+            metrics[f"{driver}_cold_c200_efficiency"] / metrics["baseline_cold_c200_efficiency"]
+        )
+    for name in ("evals", "run", "agent"):
+        metrics[f"import_{name}_vs_asyncio"] = best[f"import_{name}_s"] / best["import_asyncio_s"]
     return metrics
 
 

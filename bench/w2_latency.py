@@ -4,7 +4,7 @@ The wait is a real sleep inside the agent: that is the workload (a model call is
 waiting). `efficiency = ideal / actual`, where `ideal = N * delay / C` is the wall time of
 perfect overlap, so 1.0 means the framework adds nothing to the waiting. The plain-asyncio
 baseline (an `asyncio.sleep` agent under `C` worker tasks) shows what this machine can do.
-Best of `REPEATS`, interleaved.
+Best of `REPEATS`, interleaved; `*_vs_baseline` is each efficiency over the baseline's.
 
 Two kinds of agent wait here, and the targets at C = 200 are on the async one:
 
@@ -57,4 +57,8 @@ def main() -> dict[str, float]:
             best = min(runs)
             metrics[f"{name}_c{c}_seconds"] = best
             metrics[f"{name}_c{c}_efficiency"] = ideal / best
+        base = metrics[f"baseline_c{c}_efficiency"]
+        for name in times:
+            if name != "baseline":  # the ratio to plain asyncio measured in the same run
+                metrics[f"{name}_c{c}_vs_baseline"] = metrics[f"{name}_c{c}_efficiency"] / base
     return metrics

@@ -1,13 +1,20 @@
-"""W3 memory: W1 at N = 10,000 (and 100,000 for the baseline and the runner), peak RSS.
+"""W3 memory: the W1 task at N = 10,000 and 1,000,000, peak RSS (issue 20, point 3).
 
-Each measurement runs one W1 driver once in a fresh interpreter
+The target: peak RSS at 1,000,000 samples within 10% of the peak at 10,000, and growth
+under 50 bytes per sample, for `evaluate()` (`run_eval` with a run store, the W1
+`runner_function` driver) and for `wink eval run` (`cli`: the same task and a JSONL
+dataset file, the CLI run in-process, report printed). Plain asyncio writing the same
+lines (`baseline`) is measured beside them: its ratio is what flat looks like here.
+
+Each measurement runs in a fresh interpreter
 (`python -m bench.w3_memory --child DRIVER N`), which prints its peak resident set size
 (`peak_rss_mib`: `VmHWM` on Linux, where `ru_maxrss` is inherited from the parent).
 Imports count in every peak (about the same for all drivers: each child imports the whole
-benchmark; `imports_peak_mib` is that share, measured before any driver runs), so
-`growth_bytes_per_sample` is the number to compare:
-`(peak at N - peak at SMALL_N) / (N - SMALL_N)`. numpy, rich and the viewer are not
-imported by a run (tests/test_lazy_imports.py), so they are not in these peaks.
+benchmark; `imports_peak_mib` is that share, measured before any driver runs). Reported
+per driver: `<driver>_<N>_peak_mib`, `<driver>_peak_ratio` (large / small) and
+`<driver>_growth_bytes_per_sample` (`(peak at N - peak at SMALL_N) / (N - SMALL_N)`).
+numpy, rich and the viewer are not imported by a run (tests/test_lazy_imports.py); the
+CLI imports rich to print its report.
 
 `python -m bench.w3_memory --child DRIVER N --trace 15` also prints the 15 biggest
 allocation sites (tracemalloc) of the largest heap seen during the run (sampled every
@@ -18,11 +25,15 @@ thousand.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -32,31 +43,27 @@ from bench.w1_overhead import CONCURRENCY, DRIVERS, run_job
 __all__ = ["TARGETS", "child", "main", "peak_rss_mib"]
 
 TARGETS: dict[str, tuple[str, float]] = {
-    "runner_function_10k_peak_mib": ("<=", 60.0),
-    "runner_function_100k_peak_mib": ("<=", 100.0),
-    "runner_agent_10k_peak_mib": ("<=", 60.0),
-    "runner_agent_100k_peak_mib": ("<=", 100.0),
+    "runner_function_peak_ratio": ("<=", 1.10),
+    "runner_function_growth_bytes_per_sample": ("<=", 50.0),
+    "cli_peak_ratio": ("<=", 1.10),
+    "cli_growth_bytes_per_sample": ("<=", 50.0),
 }
 
 _ROOT = Path(__file__).resolve().parent.parent
 
-# Sizes per driver. EvalLoop submits the whole dataset to its mailbox up front, so its
-# memory grows with N by design; 10k shows the slope. The async runner shares the
-# function runner's bookkeeping, so 10k is enough for it.
-_SIZES = {
-    "baseline": (10_000, 100_000),
-    "evalloop_function": (10_000,),
-    "evalloop_agent": (10_000,),
-    "runner_function": (10_000, 100_000),
-    "runner_async": (10_000,),
-    "runner_agent": (10_000, 100_000),
-}
-SMALL_N = 1_000
-"""The size whose peak is subtracted to get the growth per sample."""
+DRIVERS_MEASURED = ("baseline", "runner_function", "cli")
+"""Plain asyncio (the reference), `evaluate()` with a run store, and `wink eval run`."""
+
+SMALL_N = 10_000
+"""The size whose peak is the reference (and is subtracted to get the growth)."""
+LARGE_N = 1_000_000
+"""The size whose peak must stay within 10% of the reference."""
 
 
 def label(n: int) -> str:
-    """`10000` -> `10k`; sizes that are not whole thousands stay as they are."""
+    """`10000` -> `10k`, `1000000` -> `1m`; other sizes stay as they are."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
     return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
@@ -83,6 +90,8 @@ def child(driver: str, n: int, trace: int = 0) -> dict[str, float]:
     so weakincentives) costs.
     """
     imports = peak_rss_mib()
+    if driver == "cli":
+        return {**run_cli(n), "imports_mib": imports}
     if not trace:
         seconds = run_job(driver, DRIVERS[driver], n=n, concurrency=CONCURRENCY)
         return {"peak_mib": peak_rss_mib(), "seconds": seconds, "imports_mib": imports}
@@ -102,6 +111,37 @@ def child(driver: str, n: int, trace: int = 0) -> dict[str, float]:
         "imports_mib": imports,
         "traced_mib": traced,
     }
+
+
+def run_cli(n: int) -> dict[str, float]:
+    """`wink eval run` of the W1 task over a JSONL file of `n` samples, in this process.
+
+    The dataset file is written first (streamed); its writing is not timed. The CLI's
+    output goes to a null device: what counts is its memory, not the terminal.
+    """
+    with tempfile.TemporaryDirectory(prefix="wink-bench-w3-cli-") as tmp:
+        data = Path(tmp) / "dataset.jsonl"
+        with data.open("w", encoding="utf-8") as out:
+            for i in range(n):
+                out.write(f'{{"id": "s{i}", "input": "q{i}", "expected": "a{i}"}}\n')
+        argv = [
+            "eval", "run", "bench.w1_overhead:answer", "--dataset", str(data),
+            "--evaluator", "exact_match", "--runs-dir", str(Path(tmp) / "runs"),
+            "--concurrency", str(CONCURRENCY), "--no-cache",
+        ]  # fmt: skip
+        from weakincentives.cli import app
+
+        start = time.perf_counter()
+        with Path(os.devnull).open("w") as sink, contextlib.redirect_stdout(sink):
+            try:
+                app(argv, standalone_mode=False)
+            except SystemExit as exc:  # pragma: no cover - a failed run is reported below
+                if exc.code:
+                    raise RuntimeError(f"wink eval run exited with {exc.code}") from exc
+        seconds = time.perf_counter() - start
+        if not any((Path(tmp) / "runs").iterdir()):
+            raise RuntimeError("wink eval run wrote no run directory")
+    return {"peak_mib": peak_rss_mib(), "seconds": seconds}
 
 
 class _PeakSnapshots(threading.Thread):
@@ -148,19 +188,20 @@ def measure(driver: str, n: int) -> dict[str, float]:
 
 
 def main() -> dict[str, float]:
-    small = 50 if quick() else SMALL_N
-    print(f"W3 memory: peak RSS in a fresh interpreter; growth measured from N={small}")
+    small, large = (500, 5_000) if quick() else (SMALL_N, LARGE_N)
+    print(f"W3 memory: peak RSS in a fresh interpreter at N={small:,} and N={large:,}")
     metrics: dict[str, float] = {}
-    for driver, full_sizes in _SIZES.items():
-        sizes = (500,) if quick() else full_sizes
+    for driver in DRIVERS_MEASURED:
         first = measure(driver, small)
         metrics.setdefault("imports_peak_mib", first["imports_mib"])
-        base = first["peak_mib"]
+        second = measure(driver, large)
+        base, peak = first["peak_mib"], second["peak_mib"]
         metrics[f"{driver}_{label(small)}_peak_mib"] = base
-        for n in sizes:
-            peak = measure(driver, n)["peak_mib"]
-            metrics[f"{driver}_{label(n)}_peak_mib"] = peak
-        metrics[f"{driver}_growth_bytes_per_sample"] = (peak - base) * 2**20 / (sizes[-1] - small)
+        metrics[f"{driver}_{label(large)}_peak_mib"] = peak
+        metrics[f"{driver}_peak_ratio"] = peak / base
+        metrics[f"{driver}_growth_bytes_per_sample"] = (peak - base) * 2**20 / (large - small)
+        metrics[f"{driver}_{label(large)}_seconds"] = second["seconds"]
+        print(f"   {driver}: {base:.1f} MiB -> {peak:.1f} MiB", flush=True)
     return metrics
 
 
@@ -170,8 +211,8 @@ def _cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=int, default=0, metavar="TOP")
     args = parser.parse_args(argv)
     driver, n = args.child
-    if driver not in DRIVERS:
-        parser.error(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
+    if driver not in DRIVERS and driver != "cli":
+        parser.error(f"unknown driver {driver!r}; choose from cli, {', '.join(DRIVERS)}")
     print(json.dumps(child(driver, int(n), args.trace)))
     return 0
 

@@ -261,3 +261,14 @@ def test_a_lazy_package_refuses_an_unknown_name() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         _ = evals.missing
+
+
+def test_package_version_is_the_installed_version() -> None:
+    # Read from `__version__` (no importlib.metadata on a run's path): they must agree.
+    from importlib import metadata
+
+    from weakincentives.adapters import package_version
+
+    assert package_version() == metadata.version("weakincentives")
+    assert package_version("pytest") == metadata.version("pytest")
+    assert package_version("no-such-distribution-here") == "unknown"

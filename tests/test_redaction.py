@@ -6,12 +6,21 @@ manifests, bundles, logs, viewer, query, HTML report): `tests/helpers/secrets.py
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
+from weakincentives import serde
+from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
+from weakincentives.runtime import ChatMessage, TokenUsage
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
@@ -96,3 +105,106 @@ def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture
     shown = "\n".join(caplog.handler.format(r) for r in caplog.records)
     assert_no_secret(shown, where="the log")
     assert shown.count("[REDACTED]") >= len(PLANTED)
+
+
+# -- `Redactor.finds_in`: the check on a record's values, before it is serialized ----------
+
+
+@dataclass(frozen=True)
+class _Reply:
+    text: str
+    score: int
+    extra: Any = None
+
+
+@dataclass(frozen=True)
+class _Login:
+    user: str
+    password: str
+
+
+def _result(**changes: Any) -> EvalResult:
+    plain = EvalResult(
+        sample_id="task-1", experiment_name="baseline",
+        score=Score(value=1.0, passed=True, reason="output equals expected 'a1'"),
+        latency_ms=3, output="a1", input="q1", expected="a1",
+        messages=(ChatMessage(role="assistant", content="a1"),),
+    )  # fmt: skip
+    return dataclasses.replace(plain, **changes)
+
+
+@pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
+def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
+    name: str, text: str, secret: str
+) -> None:
+    redactor = RedactionPolicy().redactor(environ=ENV_SECRETS)
+    assert redactor.finds_in(_result()) is False
+    places: list[dict[str, Any]] = [
+        {"output": text},
+        {"input": ["a", {"nested": (1, text)}]},
+        {"metadata": {"note": text}},
+        {"score": Score(value=0.0, passed=False, reason=text)},
+        {"messages": (ChatMessage(role="user", content=text),)},
+        {"output": _Reply(text=text, score=1)},
+        {"output": _Reply(text="ok", score=text)},  # type: ignore[arg-type]  # not enforced
+        {"error": text, "error_kind": "agent"},
+        {"sample_id": text},
+    ]
+    for change in places:
+        assert redactor.finds_in(_result(**change)) is True, (name, change)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"api_key": "plain"}, id="secret-key-in-a-mapping"),
+        pytest.param(_Login(user="ada", password="pw"), id="secret-field-of-a-dataclass"),
+        pytest.param([{"metadata": {"Authorization": "x"}}], id="nested-secret-key"),
+    ],
+)
+def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) -> None:
+    redactor = default_redactor(environ={})
+    assert redactor.finds_in(value) is None
+    assert redactor.finds(serde.dumps(value).decode())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(datetime(2026, 1, 2, tzinfo=UTC), id="datetime"),
+        pytest.param({1: "int key"}, id="non-string-key"),
+        pytest.param({"a", "b"}, id="set"),
+        pytest.param(b"bytes", id="bytes"),
+        pytest.param(Decimal("1.5"), id="decimal"),
+    ],
+)
+def test_finds_in_cannot_tell_for_values_it_does_not_know(value: object) -> None:
+    assert default_redactor(environ={}).finds_in(value) is None
+
+
+def test_finds_in_leaves_a_cycle_to_the_full_check() -> None:
+    loop: list[Any] = ["x"]
+    loop.append(loop)
+    assert default_redactor(environ={}).finds_in(loop) is None
+
+
+def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> None:
+    result = _result(
+        metadata={"keyword": "math", "topic": "tokens"},
+        usage=TokenUsage(input_tokens=10, output_tokens=3),
+        output=_Reply(text="a1", score=4, extra=[1.5, None, True]),
+    )
+    assert default_redactor(environ={}).finds_in(result) is False
+
+
+def test_the_run_store_redacts_a_secret_in_a_custom_field_type(tmp_path: Path) -> None:
+    # A value the fast check cannot vouch for (a datetime beside the secret) takes the full
+    # path: the line is still written redacted.
+    secret = "sk-" + "z" * 24
+    result = _result(output={"when": datetime(2026, 1, 2, tzinfo=UTC), "note": secret})
+    with RunStore(tmp_path).create(Fingerprint(dataset_sha256="0" * 64, target="t")) as run:
+        run.append(result)
+        run.append(_result(output=_Reply(text=secret, score=1)))
+    text = (run.path / "results.jsonl").read_text()
+    assert secret not in text
+    assert text.count(REDACTED) == 2

@@ -241,3 +241,14 @@ def test_dumps_for_raises_serde_errors_like_dumps() -> None:
 def test_dumps_for_needs_a_dataclass() -> None:
     with pytest.raises(TypeError, match="needs a dataclass"):
         serde.dumps_for(dict)
+
+
+def test_whole_number_reads_a_float_rounded_and_refuses_text() -> None:
+    # `WholeNumber` is written against pydantic_core (no pydantic import to define it).
+    from typing import Annotated
+
+    assert serde.load(serde.WholeNumber, 12.4) == 12
+    assert serde.load(serde.WholeNumber, 12.6) == 13
+    assert serde.load(Annotated[int, "doc"] | None, None) is None
+    with pytest.raises(SerdeError):
+        serde.load(serde.WholeNumber, "twelve")

@@ -22,11 +22,15 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import operator
 import os
 import re
-from collections.abc import Callable, Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +89,10 @@ _KEY_GUARD = re.compile(r"key[\"']?\s*[=:]")
 _TOKEN_GUARD = re.compile(r"token[\"']?\s*[=:]")
 
 
+_KV_GUARD_WORDS = ("secret", "passw", "pwd", "key", "token")
+"""Words one of which `_kv_guard` needs."""
+
+
 def _kv_guard(lower: str) -> bool:
     if "secret" in lower or "passw" in lower or "pwd" in lower:
         return True
@@ -119,6 +127,47 @@ keeps checking a record that holds no secret to a few microseconds."""
 
 _DEFAULT_FIELD_WORDS = ("key", "secret", "passw", "authorization", "cookie", "credential", "token")
 """Substrings one of which every key matched by `DEFAULT_SECRET_FIELD_NAMES` holds."""
+
+_SCALARS = frozenset({bool, int, float})
+"""Types whose JSON form is no string (a subclass, such as an `IntEnum`, is not vouched for)."""
+
+_MAX_VALUES = 100_000
+"""`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
+
+_UNSEEN: Any = object()
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """`obj -> (obj.<name>, ...)` in one call (`attrgetter` returns a bare value for one)."""
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    if names:
+        only = names[0]
+        return lambda obj: (getattr(obj, only),)
+    return lambda obj: ()
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls, include_extras=False)
+    except Exception:  # an unresolvable annotation: every field counts as text
+        return {}
+
+
+def _numeric_only(tp: Any, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether a value declared as `tp` is never text.
+
+    True for numbers, booleans, None, and unions and dataclasses made only of those.
+    """
+    if tp in (int, float, bool, type(None)):
+        return True
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return all(_numeric_only(arg, seen) for arg in typing.get_args(tp))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and tp not in seen:
+        hints = _hints(tp)
+        return all(_numeric_only(hints.get(f.name), seen | {tp}) for f in dataclasses.fields(tp))
+    return False
+
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
 
@@ -171,10 +220,29 @@ class RedactionPolicy:
         literals.update(s for s in self.secrets if s)
         return Redactor(
             literals=tuple(sorted(literals, key=len, reverse=True)),
-            patterns=tuple(re.compile(p) for p in self.patterns),
+            patterns=self.patterns,  # compiled when first needed (see `Redactor`)
             field_names=re.compile(self.field_names, re.IGNORECASE),
             replacement=self.replacement,
         )
+
+
+class _LazyPattern:
+    """A regular expression compiled on first use."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: re.Pattern[str] | str) -> None:
+        self._compiled: re.Pattern[str] | None = None
+        if isinstance(pattern, re.Pattern):
+            self.pattern, self._compiled = pattern.pattern, pattern
+        else:
+            self.pattern = pattern
+
+    def compiled(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern)
+        return compiled
 
 
 class Redactor:
@@ -184,22 +252,33 @@ class Redactor:
         self,
         *,
         literals: tuple[str, ...],
-        patterns: tuple[re.Pattern[str], ...],
+        patterns: Sequence[re.Pattern[str] | str],
         field_names: re.Pattern[str],
         replacement: str,
     ) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         self._literals = re.compile("|".join(re.escape(s) for s in literals)) if literals else None
-        self._patterns = patterns
-        guards = [(_GUARDS.get(p.pattern), p) for p in patterns]
+        # A pattern is compiled the first time its guard lets it run (most never run on a
+        # record without secrets): compiling all seventeen cost a process's first run
+        # several milliseconds.
+        self._patterns = tuple(_LazyPattern(p) for p in patterns)
+        guards = [(_GUARDS.get(p.pattern), p) for p in self._patterns]
         self._word_guarded = tuple((g, p) for g, p in guards if isinstance(g, tuple))
         self._other_guarded = tuple((g, p) for g, p in guards if not isinstance(g, tuple))
+        # One search for every guard word: where none occurs (most records), no guarded
+        # pattern can match, and only the unguarded ones (a policy's own) are run.
+        words = [w for g, _ in guards if isinstance(g, tuple) for w in g]
+        if any(g is _kv_guard for g, _ in guards):
+            words += _KV_GUARD_WORDS
+        self._any_guard_word = re.compile("|".join(map(re.escape, words))) if words else None
+        self._unguarded = tuple(p for g, p in guards if g is None)
         self._default_fields = field_names.pattern == DEFAULT_SECRET_FIELD_NAMES
         self._fields = field_names
         self._replacement = replacement
         # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
+        self._classes: dict[type, Any] = {}  # class -> `_text_fields(class)`
 
     @property
     def replacement(self) -> str:
@@ -237,18 +316,99 @@ class Redactor:
                 return True
         return False
 
+    def finds_in(self, value: object) -> bool | None:
+        """Whether `value`'s JSON form holds anything `data` would replace; None: cannot tell.
+
+        The cheap test before serializing a record redacted: it reads the strings of
+        `value` (of dataclasses, tuples, lists and string-keyed mappings, at any depth)
+        and checks them, and the keys and field names around them, as `finds` checks
+        JSON text, without the JSON's own punctuation and fixed key names to search
+        through. A value of another type (a `datetime`, an enum, a pydantic model...)
+        answers None: check the serialized text with `finds` instead.
+        """
+        strings: list[str] = []
+        if not self._collect(value, strings):
+            return None
+        text = "\n".join(strings)
+        return self._finds_secret(text, text.lower())
+
+    def _collect(self, value: object, out: list[str]) -> bool:
+        """Append the strings of `value` to `out`; False when one cannot be vouched for.
+
+        A secret-looking key or field name answers False too, so that the caller falls
+        back to `finds`, which reports it. Iterative (a stack, no recursion): this runs
+        once per result written.
+        """
+        stack: list[Any] = [value]
+        push, pop, append = stack.append, stack.pop, out.append
+        budget = _MAX_VALUES  # a huge or cyclic value is left to `finds`
+        while stack:
+            budget -= 1
+            if budget < 0:
+                return False
+            item = pop()
+            kind = type(item)
+            if item is None or kind in _SCALARS:
+                continue
+            if kind is str:
+                append(item)
+            elif kind is tuple or kind is list:
+                stack.extend(item)
+            elif isinstance(item, Mapping):
+                for key, inner in item.items():
+                    if type(key) is not str or self._secret_key(key):
+                        return False
+                    append(key)
+                    push(inner)
+            else:
+                values = self._classes.get(kind, _UNSEEN)
+                if values is _UNSEEN:
+                    values = self._classes[kind] = self._text_fields(kind)
+                if values is None:
+                    return False
+                stack.extend(values(item))
+        return True
+
+    def _secret_key(self, key: str) -> bool:
+        secret = self._secret_keys.get(key)
+        if secret is None:
+            secret = self._secret_keys[key] = self._fields.search(key) is not None
+        return secret
+
+    def _text_fields(self, cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+        """For dataclass `cls`: a function of an instance -> its fields that may hold text.
+
+        None for a class that is not a dataclass, or one with a secret-looking field name
+        (a key of its JSON form). Of this package's own records, the fields declared as
+        numbers or booleans only (`int`, `float | None`, a dataclass of such fields...)
+        are left out: they are built by this package's code, which fills them as
+        declared. A user's class is read whole (its annotations are not enforced).
+        """
+        if not dataclasses.is_dataclass(cls):
+            return None
+        fields = dataclasses.fields(cls)
+        if any(self._secret_key(f.name) for f in fields):
+            return None
+        names = [f.name for f in fields]
+        if cls.__module__.partition(".")[0] == "weakincentives":
+            hints = _hints(cls)
+            names = [name for name in names if not _numeric_only(hints.get(name))]
+        return _getter(tuple(names))
+
     def _finds_secret(self, text: str, lower: str) -> bool:
         for form in self._literal_forms:
             if form in text:
                 return True
+        if self._any_guard_word is not None and self._any_guard_word.search(lower) is None:
+            return any(pattern.compiled().search(text) for pattern in self._unguarded)
         for words, pattern in self._word_guarded:
             for word in words:
                 if word in lower:
-                    if pattern.search(text):
+                    if pattern.compiled().search(text):
                         return True
                     break
         for guard, pattern in self._other_guarded:
-            if (guard is None or guard(lower)) and pattern.search(text):
+            if (guard is None or guard(lower)) and pattern.compiled().search(text):
                 return True
         return False
 
@@ -259,7 +419,7 @@ class Redactor:
         if self._literals is not None:
             text = self._literals.sub(self._replacement, text)
         for pattern in self._patterns:
-            text = pattern.sub(self._sub, text)
+            text = pattern.compiled().sub(self._sub, text)
         return text
 
     def bytes(self, data: bytes) -> bytes:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from weakincentives import serde
 from weakincentives.evals import Dataset, Sample
 from weakincentives.evals.dataset._dataset import canonical_bytes
-from weakincentives.evals.runner._scheduler import SampleSource
+from weakincentives.evals.runner._source import SampleSource
 
 
 def reference_canonical(sample: Sample[Any, Any]) -> bytes:

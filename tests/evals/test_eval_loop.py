@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,7 +153,7 @@ def drain(loop: EvalLoop) -> None:
     loop.run(until_drained=True, wait_time_seconds=0)
 
 
-def by_sample(results: list[EvalResult] | tuple[EvalResult, ...]) -> dict[str, EvalResult]:
+def by_sample(results: Sequence[EvalResult]) -> dict[str, EvalResult]:
     return {r.sample_id: r for r in results}
 
 

@@ -21,7 +21,7 @@ import gc
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,7 @@ class LoadedReport:
 
 def write_report(
     path: StrPath,
-    results: tuple[EvalResult, ...],
+    results: Sequence[EvalResult],
     *,
     run_id: str | None,
     expected_count: int | None,

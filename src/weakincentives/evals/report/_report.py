@@ -9,7 +9,7 @@ errors a lot cannot look better than one that fails honestly.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +19,7 @@ from weakincentives.errors import ConfigurationError
 
 from .. import stats
 from .._records import EvalResult
+from ..store import StoredResults
 from ._analysis import (
     FlakySample,
     GroupKey,
@@ -62,8 +63,10 @@ class EvalReport:
         (0.5, 1.0, {'agent': 1})
     """
 
-    results: tuple[EvalResult, ...] = ()
-    """Every result, in arrival order (any iterable is stored as a tuple)."""
+    results: Sequence[EvalResult] = ()
+    """Every result, in arrival order (any iterable is stored as a tuple). The report of a
+    run with a store holds a `StoredResults` instead: the same results, read back from the
+    run's `results.jsonl` when first asked for (`len` reads nothing)."""
     _: KW_ONLY
     expected_count: int | None = None
     """How many results the run should produce (samples x experiments x epochs), if known."""
@@ -73,7 +76,8 @@ class EvalReport:
     """The run's configuration, kept for reproducibility (JSON-compatible)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "results", tuple(self.results))
+        if not isinstance(self.results, tuple | StoredResults):
+            object.__setattr__(self, "results", tuple(self.results))
 
     def __repr__(self) -> str:
         return (
@@ -472,5 +476,5 @@ class EvalReport:
             )
         return found
 
-    def _scope(self, experiment: str | None) -> tuple[EvalResult, ...]:
+    def _scope(self, experiment: str | None) -> Sequence[EvalResult]:
         return self.results if experiment is None else self._results_of(experiment)

@@ -6,6 +6,7 @@ A `Protocol`, so that the modules `EvalReport` is built from (`_export`, `_rende
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from .._records import EvalResult
@@ -19,7 +20,7 @@ class ReportView(Protocol):
     """What `report_to_dict`, `render_report` and `compare_all` read of an `EvalReport`."""
 
     @property
-    def results(self) -> tuple[EvalResult, ...]:
+    def results(self) -> Sequence[EvalResult]:
         """Every result, in the order they were added."""
         ...
 

@@ -67,6 +67,13 @@ from typing import Any, TypedDict, Unpack, cast, overload
 
 import anyio
 
+# anyio imports the module of an event loop backend on its first use: under asyncio
+# (`run_eval`'s default) that import is most of what a process's first `evaluate` used to
+# cost beyond the others (10-20 ms: sockets, streams, TLS wrappers). Every run needs it,
+# so it is imported with the runner, where import time is counted, not inside the first
+# call (issue 20: cold start). A trio run loads its own backend as before.
+import anyio._backends._asyncio
+
 from weakincentives.adapters import CacheStats, ResponseCache, SQLiteResponseCache
 from weakincentives.adapters.pricing import PriceTable, default_prices
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -85,7 +92,8 @@ from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_m
 from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
-from ._scheduler import UNHASHED_STREAM, DatasetSource, LocalRun, RunSettings, SampleSource
+from ._scheduler import LocalRun, RunSettings
+from ._source import UNHASHED_STREAM, DatasetSource, SampleSource
 from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]

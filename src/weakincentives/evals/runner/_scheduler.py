@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import dataclasses
 import functools
-import hashlib
-import os
+import itertools
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from types import MappingProxyType
@@ -21,7 +21,7 @@ import anyio.to_thread
 
 from weakincentives import serde
 from weakincentives.clock import Clock
-from weakincentives.errors import ConfigurationError, InvalidDatasetError
+from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.threads import WorkerThreads
 
@@ -36,30 +36,16 @@ from .._records import (
     build_result,
     error_message,
 )
-from ..dataset import Dataset, canonical_bytes
 from ..report import EvalReport
-from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore
+from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, StoredResults
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
+from ._source import UNHASHED_STREAM, SampleSource
 from ._target import SampleTarget
 
-__all__ = [
-    "UNHASHED_STREAM",
-    "DatasetSource",
-    "LocalRun",
-    "RunSettings",
-    "SampleSource",
-    "error_result",
-    "slim",
-]
-
-DatasetSource = Iterable[Sample[Any, Any]]
-"""A `Dataset`, a list or tuple of samples, or any iterable of them (streamed)."""
-
-UNHASHED_STREAM = "unhashed-stream"
-"""`Fingerprint.dataset_sha256` of a streamed run until its hash is known (see resume)."""
+__all__ = ["LocalRun", "RunSettings", "error_result", "slim"]
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
@@ -145,11 +131,21 @@ class LocalRun:
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
         self.results: list[EvalResult] = []
+        """This call's results, without a store; with one, they are appended to it and
+        not kept: the report reads them back (`StoredResults`)."""
+        self._appended = itertools.count()  # `next` is atomic: slot threads count here
+        # The byte range of results.jsonl this call appended, and how many results it holds.
+        self._offsets = (0, 0, 0)
         self._clock = clock
         self._stopped = False
         self._pull_lock = threading.Lock()
+        self._order_lock = threading.Lock()
         self._failure: BaseException | None = None  # what broke a slot thread
-        self._reported = 0  # results handed to the progress sink (thread slots)
+        # Results for the progress sink, from slot threads to the event loop (drained
+        # every `PROGRESS_INTERVAL`); None when there is no sink to feed.
+        self._pending: collections.deque[EvalResult] | None = (
+            None if isinstance(progress, NullProgress) else collections.deque()
+        )
 
     @property
     def planned(self) -> int | None:
@@ -189,6 +185,11 @@ class LocalRun:
             for result in self.handle.iter_results():
                 if result.key in self.done:
                     self.earlier[result.key] = slim(result)
+        # This call runs each key once (the work skips the done ones), so the handle need
+        # not remember the keys it is given: its memory stays flat however long the run.
+        self.handle.expect_unique_keys()
+        start = self.handle.results_path.stat().st_size
+        self._offsets = (start, start, 0)
         self.run_id = self.handle.run_id
 
     async def execute(self) -> None:
@@ -220,6 +221,8 @@ class LocalRun:
             self.progress.finish()
             if self.handle is not None:
                 self.handle.finish(status, **self._final_manifest(status))
+                end = self.handle.results_path.stat().st_size
+                self._offsets = (self._offsets[0], end, next(self._appended))
 
     async def _run_tasks(self) -> None:
         """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
@@ -329,10 +332,9 @@ class LocalRun:
 
     def _advance_progress(self) -> None:
         """Give the progress sink the results recorded since the last call."""
-        end = len(self.results)
-        for index in range(self._reported, end):
-            self.progress.advance(self.results[index])
-        self._reported = end
+        pending = self._pending
+        while pending:
+            self.progress.advance(pending.popleft())
 
     def _thread_loop(
         self,
@@ -340,7 +342,7 @@ class LocalRun:
         work: Iterator[_Work],
     ) -> None:
         handle, results, stop = self.handle, self.results, self.fail_fast.see
-        capped = self.max_cost is not None
+        capped, record, pending = self.max_cost is not None, self._record, self._pending
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
@@ -352,10 +354,13 @@ class LocalRun:
                     return  # cancelled meanwhile: the late result is discarded
                 if capped:
                     self._spend(result)
-                if handle is not None:
-                    handle.append(result)  # thread-safe
-                    result = slim(result)
-                results.append(result)
+                if pending is None:
+                    record(handle, results, result)  # thread-safe
+                else:
+                    kept = slim(result) if handle is not None else result
+                    with self._order_lock:  # the sink sees the results in the report's order
+                        record(handle, results, result)
+                        pending.append(kept)
                 if stop(result):
                     self._stopped = True  # the other slots stop after their current sample
         except BaseException as exc:  # the dataset or the store broke: end the run with it
@@ -367,7 +372,7 @@ class LocalRun:
         handle, results, advance = self.handle, self.results, self.progress.advance
         plain = self.settings.timeout is None and self.environment_factory is None
         run, request, stop = self.target.run, self._request, self.fail_fast.see
-        capped = self.max_cost is not None
+        capped, record, forward = self.max_cost is not None, self._record, self._pending is not None
         for item in work:
             if self.fail_fast.reason is not None:
                 return  # stopping early: take no more work
@@ -377,12 +382,25 @@ class LocalRun:
                 result = await self._run_one(request(item), limiter)
             if capped:
                 self._spend(result)
-            if handle is not None:
-                handle.append(result)
-                result = slim(result)
-            results.append(result)
-            advance(result)
+            kept = record(handle, results, result)
+            if forward:
+                advance(kept)
             stop(result)
+
+    def _record(
+        self, handle: RunHandle | None, results: list[EvalResult], result: EvalResult
+    ) -> EvalResult:
+        """Append `result` to the store (and count it), or keep it.
+
+        Returns `result` as the report sees it: slim with a store (made only when a
+        progress sink will read it).
+        """
+        if handle is None:
+            results.append(result)
+            return result
+        handle.append(result)
+        next(self._appended)
+        return slim(result) if self._pending is not None else result
 
     async def _run_one(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter
@@ -464,7 +482,15 @@ class LocalRun:
                 config["stopped"] = (
                     f"--max-cost: the results cost ${self.spent:.6f}, reaching ${self.max_cost:g}"
                 )
-        results = (*self.earlier.values(), *self.results)
+        results: tuple[EvalResult, ...] | StoredResults
+        if self.handle is None:
+            results = (*self.earlier.values(), *self.results)
+        else:
+            start, end, count = self._offsets
+            results = StoredResults(
+                self.handle.results_path, start=start, end=end, count=count,
+                earlier=tuple(self.earlier.values()), transform=slim, report_fields=True,
+            )  # fmt: skip
         return EvalReport(
             results=results, expected_count=self.expected_count(), run_id=self.run_id,
             config=config,
@@ -524,53 +550,3 @@ def error_result(
 
 def _describe(exc: BaseException) -> str:
     return error_message(exc)
-
-
-class SampleSource:
-    """The dataset as the runner reads it: checked, counted and, when needed, hashed.
-
-    A `Dataset`, list or tuple is hashed up front (`Dataset.sha256`); any other iterable
-    is streamed once, hashed as it is read when `hashing` and no `sha256` was given.
-    """
-
-    def __init__(
-        self, dataset: DatasetSource, *, sha256: str | None = None, hashing: bool = False
-    ) -> None:
-        self.count = 0
-        """Samples read so far."""
-        self.hashed_as_read: str | None = None
-        """Hash of a streamed dataset, once read to the end (when it was hashed)."""
-        if isinstance(dataset, list | tuple):
-            dataset = Dataset(samples=tuple(dataset))  # checks types and unique ids
-        if isinstance(dataset, Dataset):
-            self._samples: Iterable[Sample[Any, Any]] = dataset.samples
-            self.length: int | None = len(dataset)
-            self.sha256 = sha256 or (dataset.sha256 if hashing else None)
-            self._streamed = False
-        elif isinstance(dataset, Iterable) and not isinstance(dataset, str | bytes):
-            self._samples = dataset
-            self.length = len(dataset) if isinstance(dataset, Collection) else None
-            self.sha256 = sha256
-            self._streamed = True
-        else:
-            hint = " (load files with Dataset.load or Dataset.stream)"
-            is_path = isinstance(dataset, str | bytes | os.PathLike)
-            raise ConfigurationError(
-                f"dataset must be a Dataset or an iterable of Samples, got "
-                f"{type(dataset).__name__}{hint if is_path else ''}"
-            )
-        self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
-
-    def __iter__(self) -> Iterator[Sample[Any, Any]]:
-        hasher, streamed = self._hasher, self._streamed
-        for sample in self._samples:
-            if streamed and not isinstance(sample, Sample):
-                raise InvalidDatasetError(
-                    f"dataset item {self.count} is a {type(sample).__name__}, not a Sample"
-                )
-            if hasher is not None:
-                hasher.update(canonical_bytes(sample))
-            self.count += 1
-            yield sample
-        if hasher is not None:
-            self.hashed_as_read = hasher.hexdigest()

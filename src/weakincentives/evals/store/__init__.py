@@ -5,7 +5,8 @@ Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
 `_handle.py`), the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
 `iter_results`: `_files.py`), the background fsync thread (`_syncer.py`), per-run counts
 (`_tally.py`), the `Fingerprint` that decides whether a resume is the same run
-(`_fingerprint.py`), and the `RunProvenance` the manifest records (`_provenance.py`). It
+(`_fingerprint.py`), the `RunProvenance` the manifest records (`_provenance.py`), and
+`StoredResults`, the results of one call read back for its report (`_readback.py`). It
 may import the shared records and the layers below `evals`; nothing else of `evals`.
 """
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         redact_command,
         target_adapter,
     )
+    from ._readback import StoredResults, decode_report_fields
     from ._run_store import (
         RunStore,
         new_run_id,
@@ -60,8 +62,10 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "SlimDecoder",
+    "StoredResults",
     "adapters_of",
     "code_directory",
+    "decode_report_fields",
     "diff_fingerprints",
     "git_commit",
     "git_dirty",
@@ -87,6 +91,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "ExperimentFingerprint",
             "Fingerprint",
             "code_directory",
+            "decode_report_fields",
             "diff_fingerprints",
             "git_commit",
             "qualified_name",
@@ -104,6 +109,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "redact_command",
             "target_adapter",
         ),
+        "weakincentives.evals.store._readback": ("StoredResults", "decode_report_fields"),
         "weakincentives.evals.store._run_store": ("RunStore", "new_run_id"),
         "weakincentives.evals.store._slim": ("SlimDecoder", "slim_copy"),
     },

@@ -8,8 +8,11 @@ the rest without building or validating it (lazy validation: a malformed transcr
 found by the readers that read transcripts, `iter_results` and the viewer, not here).
 
 Kept: `sample_id`, `experiment_name`, `score` (value, passed, reason, metrics), `latency_ms`,
-`error`, `error_kind`, `epoch`, `usage`, `metadata`, `cost`, `judge_cost`. Every other field
-of the `EvalResult` is left at its default.
+`error`, `error_kind`, `epoch`, `usage`, `metadata`, `cost`, `judge_cost`, and the small
+fields a caller of `evaluate()` reads on its report's results (`bundle_path`, `run_id`,
+`delivery_count`, `environment`). Every other field of the `EvalResult` is left at its
+default. The local runner's report reads its results back with the same decoder
+(`StoredResults`), so there is one slim reading of a result line.
 
 **Exactness.** The kept fields hold the same values `serde.loads(EvalResult, line)` gives:
 msgspec accepts a subset of what pydantic accepts (its strict mode: no `"1"` for 1, no
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weakincentives import serde
@@ -57,6 +61,10 @@ def _line_type() -> type[msgspec.Struct]:
         metadata: dict[str, Any] = msgspec.field(default_factory=dict)
         cost: float | None = None
         judge_cost: float | None = None
+        bundle_path: str | None = None
+        run_id: str | None = None
+        delivery_count: int = 1
+        environment: dict[str, Any] | None = None
 
     return SlimLine
 
@@ -95,6 +103,9 @@ class SlimDecoder:
                 score=slim.score, latency_ms=slim.latency_ms, error=slim.error,
                 error_kind=slim.error_kind, epoch=slim.epoch, usage=slim.usage,
                 metadata=slim.metadata, cost=slim.cost, judge_cost=slim.judge_cost,
+                bundle_path=None if slim.bundle_path is None else Path(slim.bundle_path),
+                run_id=slim.run_id, delivery_count=slim.delivery_count,
+                environment=slim.environment,
             )  # fmt: skip
         except Exception:  # any refusal: the full validator decides
             return slim_copy(serde.loads(EvalResult, line))
@@ -107,4 +118,6 @@ def slim_copy(result: EvalResult) -> EvalResult:
         score=result.score, latency_ms=result.latency_ms, error=result.error,
         error_kind=result.error_kind, epoch=result.epoch, usage=result.usage,
         metadata=result.metadata, cost=result.cost, judge_cost=result.judge_cost,
+        bundle_path=result.bundle_path, run_id=result.run_id,
+        delivery_count=result.delivery_count, environment=result.environment,
     )  # fmt: skip

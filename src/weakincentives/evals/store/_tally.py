@@ -48,11 +48,25 @@ def _code(result: EvalResult) -> int:
 
 
 class Tally:
-    """Latest state per key (last line wins) and the counts derived from it."""
+    """Latest state per key (last line wins) and the counts derived from it.
+
+    With `unique` set (see `RunHandle.expect_unique_keys`), keys added from then on are
+    counted without being remembered: the caller appends each key once, and the table
+    stays the size it had (the keys of a resumed run), however many results follow.
+    """
 
     def __init__(self) -> None:
         self.states: dict[ResultKey, int] = {}
         self.by_code = [0, 0, 0, 0]
+        self.unique = False
+        """Count new keys without keeping them (the caller adds each key once)."""
+        self.untracked = 0
+        """Keys added while `unique`, counted but not in `states`."""
+
+    @property
+    def distinct(self) -> int:
+        """Distinct keys counted."""
+        return len(self.states) + self.untracked
 
     def add(self, result: EvalResult) -> int | None:
         """Count `result` in; return what its key held before (for `undo`)."""
@@ -61,13 +75,21 @@ class Tally:
         old = self.states.get(key)
         if old is not None:
             self.by_code[old] -= 1
-        self.states[key] = code
+            self.states[key] = code
+        elif self.unique:
+            self.untracked += 1
+        else:
+            self.states[key] = code
         self.by_code[code] += 1
         return old
 
     def undo(self, result: EvalResult, old: int | None) -> None:
         """Take back `add(result)`, which returned `old` (undo several adds in reverse)."""
         key = result.key
+        if old is None and key not in self.states:  # counted untracked
+            self.untracked -= 1
+            self.by_code[_code(result)] -= 1
+            return
         self.by_code[self.states[key]] -= 1
         if old is None:
             del self.states[key]
@@ -82,7 +104,7 @@ class Tally:
     def counts(self, expected: int | None) -> RunCounts:
         passed, _, errors, cancelled = self.by_code
         return RunCounts(
-            expected=expected, results=len(self.states), passed=passed, errors=errors + cancelled
+            expected=expected, results=self.distinct, passed=passed, errors=errors + cancelled
         )
 
     @classmethod

@@ -1,0 +1,155 @@
+"""`StoredResults`: the results one call appended to a run, read back from its file.
+
+The local runner appends each result to the run store as it completes and keeps nothing
+of it in memory; the report it returns holds a `StoredResults` instead of a tuple: the
+byte range of `results.jsonl` that call wrote, read back (and kept) the first time the
+results are asked for. `len()` needs no reading. A run of a million samples therefore
+costs the runner no memory per sample; a report that computes over every result holds
+them once it has read them, as a report built from a tuple does.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import overload
+
+from weakincentives import serde
+from weakincentives.errors import RunStoreError, SerdeError
+
+from .._records import EvalResult
+from ._slim import SlimDecoder
+
+__all__ = ["StoredResults", "decode_report_fields"]
+
+
+def _decode(raw: bytes) -> EvalResult:
+    return serde.loads(EvalResult, raw)
+
+
+def decode_report_fields(raw: bytes) -> EvalResult:
+    """A result line as an `EvalResult` holding what a report reads (`SlimDecoder`).
+
+    The transcript, output, input and expected are skipped, not built (the runner's `slim`
+    drops them anyway); a line in any other shape goes through the full validator.
+    """
+    return _slim_decoder()(raw)
+
+
+@functools.cache
+def _slim_decoder() -> SlimDecoder:
+    return SlimDecoder()
+
+
+class StoredResults(Sequence[EvalResult]):
+    """`earlier` results, then the lines `start:end` of a results file, as `EvalResult`s.
+
+    Args:
+        path: The run's `results.jsonl`.
+        start: Offset of the first line to read.
+        end: Offset just past the last line to read (the file's size when the writer
+            finished: lines appended later, by a resume, are not this call's).
+        count: How many lines that range holds.
+        earlier: Results to put first (a resumed run's earlier results, already read).
+        transform: Applied to each result read (the runner's `slim`).
+        report_fields: Read only the fields a report computes with (scores, errors,
+            latency, usage, metadata, environment, costs; see `decode_report_fields`),
+            faster; the transcript, output, input and expected are then left empty.
+    """
+
+    __slots__ = (
+        "_count", "_decode", "_earlier", "_end", "_kept", "_lock", "_path", "_start",
+        "_transform",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        start: int,
+        end: int,
+        count: int,
+        earlier: Sequence[EvalResult] = (),
+        transform: Callable[[EvalResult], EvalResult] | None = None,
+        report_fields: bool = False,
+    ) -> None:
+        self._path = path
+        self._start = start
+        self._end = end
+        self._count = count
+        self._earlier = tuple(earlier)
+        self._transform = transform
+        self._decode = decode_report_fields if report_fields else _decode
+        self._kept: tuple[EvalResult, ...] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The results file read back."""
+        return self._path
+
+    def __len__(self) -> int:
+        return len(self._earlier) + self._count
+
+    def __iter__(self) -> Iterator[EvalResult]:
+        return iter(self._all())
+
+    @overload
+    def __getitem__(self, index: int) -> EvalResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EvalResult, ...]: ...
+    def __getitem__(self, index: int | slice) -> EvalResult | tuple[EvalResult, ...]:
+        return self._all()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredResults | tuple | list):
+            return len(self) == len(other) and self._all() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to tuples, so not hashable like one
+
+    def __repr__(self) -> str:
+        return f"StoredResults({str(self._path)!r}, results={len(self)})"
+
+    def _all(self) -> tuple[EvalResult, ...]:
+        kept = self._kept
+        if kept is None:
+            with self._lock:  # two threads asking at once read the file once
+                kept = self._kept
+                if kept is None:
+                    kept = self._kept = (*self._earlier, *self._read())
+        return kept
+
+    def _read(self) -> Iterator[EvalResult]:
+        transform, decode = self._transform, self._decode
+        try:
+            handle = self._path.open("rb")
+        except OSError as exc:
+            raise RunStoreError(
+                f"cannot read the results back from {self._path}: {exc}; the report of a "
+                "run with a store reads its results from the run directory: keep it, or "
+                "ask for the results before removing it"
+            ) from exc
+        read = 0
+        with handle:
+            handle.seek(self._start)
+            position = self._start
+            for raw in handle:
+                position += len(raw)
+                if position > self._end:
+                    break
+                try:
+                    result = decode(raw)
+                except SerdeError as exc:
+                    raise RunStoreError(
+                        f"{self._path}: a result line does not read: {exc}"
+                    ) from exc
+                read += 1
+                yield result if transform is None else transform(result)
+        if read != self._count:
+            raise RunStoreError(
+                f"{self._path}: expected {self._count} results between bytes {self._start} and "
+                f"{self._end}, found {read}; the file changed after the run"
+            )
