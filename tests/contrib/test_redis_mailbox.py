@@ -184,7 +184,6 @@ def test_the_default_queue_ttl_is_seven_days(
 WRITES: dict[str, Callable[[RedisMailbox[Any, Any], Message[Any, Any]], object]] = {
     "send": lambda mailbox, _: mailbox.send("more"),
     "receive": lambda mailbox, _: mailbox.receive(),
-    "acknowledge": lambda _, message: message.acknowledge(),
     "nack": lambda _, message: message.nack(),
     "extend": lambda _, message: message.extend_visibility(120),
     "purge": lambda mailbox, _: mailbox.purge(),
@@ -207,6 +206,25 @@ def test_every_write_refreshes_the_ttl(
     write(mailbox, message)
 
     assert client.pttl(mailbox.keys[6]) > 6_000  # seq lives as long as the queue does
+
+
+def test_acknowledging_only_deletes_and_leaves_the_ttl_to_the_receive_before_it(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    # The receive (or extend) that made the handle refreshed every key less than a
+    # visibility timeout ago, so the acknowledge skips the eight PEXPIREs.
+    mailbox = make()
+    mailbox.send("first")
+    mailbox.send("second")
+    first, second = mailbox.receive(max_messages=2, visibility_timeout=60)
+    for key in mailbox.keys:
+        client.pexpire(key, 5_000)
+
+    first.acknowledge()
+    assert acknowledge_all([second]) == []
+
+    assert 0 < client.pttl(mailbox.keys[6]) <= 5_000
+    assert mailbox.approximate_count() == 0
 
 
 # -- reply-to across processes ---------------------------------------------------------

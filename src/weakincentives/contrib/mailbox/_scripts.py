@@ -18,7 +18,10 @@ A member is the message's send number as 16 hex digits, so zset ties (equal scor
 resolve in send order. A receipt handle is `<member>:<token>`, with a fresh token per
 `receive`; a handle is valid while it equals the stored one and its deadline has not
 passed on the server's clock (`TIME`). `ARGV[1]` is always the queue TTL in ms: every
-write refreshes it on all keys, so an abandoned queue expires.
+script that adds or moves a message refreshes it on all keys, so an abandoned queue
+expires. Acknowledging only deletes, and is always preceded (by less than the
+visibility timeout, which must be shorter than the TTL) by the `receive` or `extend`
+that refreshed every key, so it skips the refresh (eight calls of its sixteen).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "PURGE",
     "RECEIVE",
     "SEND",
+    "SEND_AND_ACKNOWLEDGE",
     "SEND_MANY",
     "parse_meta",
 ]
@@ -70,15 +74,16 @@ local function requeue_expired()
 end
 
 local function touch()
-  for i = 1, #KEYS do
+  for i = 1, 8 do
     redis.call('PEXPIRE', KEYS[i], ttl)
   end
 end
 
 -- Something may have become visible sooner: wake one long poll (bounded backlog).
 local function wake()
-  redis.call('LPUSH', notify, '1')
-  redis.call('LTRIM', notify, 0, 63)
+  if redis.call('LPUSH', notify, '1') > 64 then
+    redis.call('LTRIM', notify, 0, 63)
+  end
 end
 
 -- The member `handle` owns, or nil when the handle is stale (expired deliveries must
@@ -194,11 +199,35 @@ ACKNOWLEDGE = (
 local member = owner(ARGV[2])
 if not member then return 0 end
 forget(member)
-touch()
 return 1
 """
 )
 """Delete the message the handle owns."""
+
+SEND_AND_ACKNOWLEDGE = (
+    _PRELUDE
+    + """
+-- KEYS 1-8: the queue to send to; KEYS 9-16: the queue of the delivery to acknowledge.
+-- ARGV: ttl, id, body, reply_to ('' for none), max size (0: unbounded), handle.
+-- Returns {sent, acknowledged}: sent is 0 when the queue is full (then nothing is
+-- acknowledged); acknowledged is 0 when the handle is stale.
+local max_size = tonumber(ARGV[5])
+if max_size > 0 and redis.call('HLEN', bodies) >= max_size then
+  return {0, 0}
+end
+enqueue(ARGV[2], ARGV[3], ARGV[4], now)
+wake()
+touch()
+-- The prelude's functions read these locals: point them at the second queue.
+ready, inflight, bodies, meta, deliveries, handles, seq, notify =
+  KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local member = owner(ARGV[6])
+if not member then return {1, 0} end
+forget(member)
+return {1, 1}
+"""
+)
+"""Send one message and acknowledge a delivery of another queue (a worker's answer)."""
 
 ACKNOWLEDGE_MANY = (
     _PRELUDE
@@ -215,7 +244,6 @@ for i = 2, #ARGV do
     out[#out + 1] = 0
   end
 end
-touch()
 return out
 """
 )

@@ -28,7 +28,7 @@ from weakincentives.runtime.bundle import BundleWriter, DebugBundleConfig, bundl
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
 from weakincentives.runtime.lease import LeaseExtenderConfig, WorkerHeartbeat
 from weakincentives.runtime.limits import Budget
-from weakincentives.runtime.mailbox import Mailbox, Message
+from weakincentives.runtime.mailbox import Mailbox, Message, send_and_acknowledge
 from weakincentives.runtime.threads import call_abandonable
 from weakincentives.runtime.worker import MailboxWorker
 
@@ -206,7 +206,9 @@ class EvalLoop(MailboxWorker[EvalRequest[Any, Any], EvalResult]):
     ) -> None:
         self._raise_if_retrying(outcome, message.delivery_count)
         if target is not None:
-            target.send(outcome.result)
+            # Answer and acknowledge in one round trip where the backend can (Redis):
+            # a message acknowledged here is left alone by the worker's settling.
+            send_and_acknowledge(target, outcome.result, message)
         else:
             _log.warning(
                 "%s: request %s has no reply_to and the loop has no results mailbox; "
