@@ -118,7 +118,9 @@ class _RedisWatch(threading.Thread):
             used = int(self.client.info("memory")["used_memory"])
             if used > self.peak_bytes:
                 queued = sum(
-                    int(self.client.hlen(key)) for key in self.client.scan_iter("*:bodies")
+                    int(self.client.zcard(key))
+                    for pattern in ("*:ready", "*:inflight")
+                    for key in self.client.scan_iter(pattern)
                 )
                 self.peak_bytes, self.queued_at_peak = used, queued
 

@@ -146,6 +146,7 @@ class RedisMailbox(Generic[T, R]):
                 ("nack", _scripts.NACK),
                 ("extend", _scripts.EXTEND),
                 ("purge", _scripts.PURGE),
+                ("count", _scripts.COUNT),
             )
         }
         self._direct = direct_calls(client)
@@ -350,7 +351,7 @@ class RedisMailbox(Generic[T, R]):
         """
         self._check_open()
         with self._translate("counting messages"):
-            return int(self._client.hlen(self._keys[2]))
+            return int(self._run("count", []))
 
     def purge(self) -> int:
         """Delete every message, pending or in flight; return how many were deleted.
@@ -465,7 +466,7 @@ class RedisMailbox(Generic[T, R]):
     def _block(self, seconds: float) -> Any:
         """Wait on the server for a wake-up token; None when the wait timed out."""
         with self._translate("waiting for messages"):
-            return self._client.blpop([self._keys[7], self._wake_key], timeout=seconds)
+            return self._client.blpop([self._keys[3], self._wake_key], timeout=seconds)
 
     def _message(self, row: list[Any]) -> Message[T, R]:
         """Build one delivery from a row of the receive script."""
