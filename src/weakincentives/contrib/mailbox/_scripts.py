@@ -7,8 +7,12 @@ slot), passed to every script in this order:
 | --- | --- | --- | --- |
 | 1 | `<ns>:{<name>}:ready` | zset | pending messages; score = visible-at (server ms) |
 | 2 | `<ns>:{<name>}:inflight` | zset | delivered messages; score = visibility deadline |
-| 3 | `<ns>:{<name>}:messages` | hash | per member `<m>`: `<m>:b` the encoded body, `<m>:m` JSON `{id, s, u, r}` (id, sent at, reply-to), `<m>:d` the delivery count, `<m>:h` the receipt handle of its current delivery; and `seq`, the last member number handed out |
+| 3 | `<ns>:{<name>}:messages` | hash | the fields of every message, and `seq` |
 | 4 | `<ns>:{<name>}:notify` | list | wake-up tokens for long polls |
+
+The fields of message `<m>` in the messages hash: `<m>:b` the encoded body, `<m>:m` JSON
+`{id, s, u, r}` (id, sent at, reply-to), `<m>:d` the delivery count, `<m>:h` the receipt
+handle of its current delivery; `seq` is the last member number handed out.
 
 A member is the message's send number as 16 hex digits, so zset ties (equal scores)
 resolve in send order. A receipt handle is `<member>:<token>`, with a fresh token per
