@@ -449,7 +449,7 @@ class _AsyncLoopTarget:
         call = functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript, inputs=opts.inputs,
-            failed_session=prepared[0] if prepared else None,
+            failed_session=prepared[0] if prepared else None, prices=opts.prices,
         )  # fmt: skip
         if env is None and self._score_inline:
             outcome = call()
