@@ -256,6 +256,9 @@ def _execute(
             sent = True
         else:
             sent = send_outstanding()
+            # Results were not awaited while submitting (minutes, for a million
+            # requests): the stall notice counts from here.
+            watch.progressed()
         if sent:
             _collect(results, collector, clock, deadline, watch)
         if collector.missing == 0:
