@@ -7,8 +7,11 @@ Against a redis-server this benchmark starts (or `REDIS_URL`):
      a list: no visibility timeout, no redelivery, no receipt handles; what the machine
      and redis-py can do at best;
    - `raw_sequential`: the baseline of the unbatched path, three plain commands per
-     message (`LPUSH`, `RPOP`, `DEL` of a key): the three round trips that `send`,
-     `receive`, `acknowledge` cannot go below;
+     message (`LPUSH`, `RPOP`, `DEL` of a key) through redis-py: the three round trips
+     that `send`, `receive`, `acknowledge` cannot go below;
+   - `raw_socket`: the same three commands, pre-encoded, on a bare socket (no client
+     library at all): the machine's own ceiling for three round trips from one thread,
+     which the unbatched target has to fit under;
    - `sequential`: `send`, `receive`, `acknowledge` one message at a time;
    - `batched`: `send_many` (one script call per 100 bodies), `receive(max_messages=10)`
      and `acknowledge_all` of each received batch (one atomic script call per batch).
@@ -169,6 +172,27 @@ def roundtrip_raw_sequential(client: Any, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def roundtrip_raw_socket(url: str, n: int) -> float:
+    key = f"w4-raw-socket-{uuid.uuid4().hex}".encode()
+    commands = [
+        b"*3\r\n$5\r\nLPUSH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+        % (len(key), key, len(_BODY), _BODY.encode()),
+        b"*2\r\n$4\r\nRPOP\r\n$%d\r\n%s\r\n" % (len(key), key),
+        b"*2\r\n$3\r\nDEL\r\n$%d\r\n%s:ack\r\n" % (len(key) + 4, key),
+    ]
+    parsed = redis.connection.parse_url(url)
+    with socket.create_connection(
+        (parsed.get("host", "127.0.0.1"), parsed.get("port", 6379))
+    ) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        for _ in range(n):
+            for command in commands:
+                sock.sendall(command)
+                sock.recv(4096)  # each reply is one small packet
+        return n / (time.perf_counter() - start)
+
+
 def roundtrip_sequential(mailbox: RedisMailbox[str, Any], n: int) -> float:
     start = time.perf_counter()
     for _ in range(n):
@@ -200,6 +224,7 @@ def measure_roundtrips(url: str, n: int, repeats: int) -> dict[str, float]:
     variants: dict[str, Callable[[int], float]] = {
         "raw_list": lambda k: roundtrip_raw_list(client, k),
         "raw_sequential": lambda k: roundtrip_raw_sequential(client, k),
+        "raw_socket": lambda k: roundtrip_raw_socket(url, k),
         "sequential": lambda k: roundtrip_sequential(mailbox, k),
         "batched": lambda k: roundtrip_batched(mailbox, k),
     }
@@ -214,6 +239,8 @@ def measure_roundtrips(url: str, n: int, repeats: int) -> dict[str, float]:
     metrics = {f"roundtrip_{name}_msgs_per_s": rate for name, rate in best.items()}
     metrics["roundtrip_batched_vs_raw_list"] = best["batched"] / best["raw_list"]
     metrics["roundtrip_sequential_vs_raw_sequential"] = best["sequential"] / best["raw_sequential"]
+    metrics["roundtrip_sequential_vs_raw_socket"] = best["sequential"] / best["raw_socket"]
+    metrics["load_average_1min"] = os.getloadavg()[0]
     return metrics
 
 

@@ -12,6 +12,11 @@ run --redis` uses it. Reported:
   (per-core rate x 16, the projection to 16 cores; an upper bound, as Redis is one core);
 - `ideal_samples_per_s`: K x C / 50 ms, what waiting alone would allow;
 - the report's exactness: `results` (must be N), `duplicates_in_store` (must be 0);
+- `cpu_ms_per_sample`: CPU time spent per sample by every process of the run, the client
+  (this process, from `run_distributed`'s start), the workers and redis-server, each also
+  on its own (`client_cpu_ms_per_sample`, `workers_cpu_ms_per_sample`,
+  `redis_cpu_ms_per_sample`); the target halves the 1.8 ms measured before the Redis fast
+  path (`cpu_per_sample_vs_before` is the ratio to those 1.8 ms);
 - `client_peak_mib`, `worker_peak_mib` (largest of the workers), and `redis_peak_mib`
   with `redis_bytes_per_queued_sample`: Redis memory at its peak over the samples queued
   at that time (each request waits in Redis until a worker takes it, so this is the
@@ -40,7 +45,16 @@ from weakincentives.contrib.distributed import WorkerContext, WorkerSpec, run_di
 from weakincentives.evals import RunStore, Sample, exact_match
 from weakincentives.runtime import FunctionLoop
 
-__all__ = ["main", "worker_spec"]
+__all__ = ["TARGETS", "main", "worker_spec"]
+
+CPU_MS_PER_SAMPLE_BEFORE = 1.8
+"""CPU per distributed sample (client + workers + redis-server) before this bench's
+targets were set: issue 20's measurement."""
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "cpu_ms_per_sample": ("<=", CPU_MS_PER_SAMPLE_BEFORE / 2),
+    "duplicates_in_store": ("<=", 0.0),
+}
 
 _ROOT = Path(__file__).resolve().parent.parent
 _DELAY = 0.05
@@ -65,6 +79,17 @@ def worker_spec(context: WorkerContext) -> WorkerSpec:
 def _samples(n: int) -> Any:
     for i in range(n):
         yield Sample(id=f"s{i}", input=f"q{i}", expected=f"a{i}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _redis_cpu_seconds(client: Any) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _peak_mib(pid: int) -> float:
@@ -93,7 +118,9 @@ class _RedisWatch(threading.Thread):
             used = int(self.client.info("memory")["used_memory"])
             if used > self.peak_bytes:
                 queued = sum(
-                    int(self.client.hlen(key)) for key in self.client.scan_iter("*:bodies")
+                    int(self.client.zcard(key))
+                    for pattern in ("*:ready", "*:inflight")
+                    for key in self.client.scan_iter(pattern)
                 )
                 self.peak_bytes, self.queued_at_peak = used, queued
 
@@ -111,14 +138,23 @@ def main() -> dict[str, float]:
             watch = _RedisWatch(url)
             watch.start()
             store = RunStore(Path(tmp) / "runs")
+            pids = [w[0].pid for w in workers]
+            cpu_before = (
+                _cpu_seconds(os.getpid()), sum(map(_cpu_seconds, pids)),
+                _redis_cpu_seconds(watch.client),
+            )  # fmt: skip
             start = time.perf_counter()
             report = run_distributed(
                 _samples(n), redis_url=url, namespace=namespace, run_store=store, timeout=None
             )
             elapsed = time.perf_counter() - start
+            cpu_after = (
+                _cpu_seconds(os.getpid()), sum(map(_cpu_seconds, pids)),
+                _redis_cpu_seconds(watch.client),
+            )  # fmt: skip
             watch.stop.set()
             watch.join()
-            worker_peak = max(_peak_mib(w[0].pid) for w in workers)
+            worker_peak = max(_peak_mib(pid) for pid in pids)
         finally:
             for process, _ in workers:
                 process.terminate()
@@ -131,6 +167,10 @@ def main() -> dict[str, float]:
             keys.add(json.loads(line)["request_id"])
     cores = os.cpu_count() or 1
     rate = n / elapsed
+    client_cpu, workers_cpu, redis_cpu = (
+        (after - before) * 1000 / n for before, after in zip(cpu_before, cpu_after, strict=True)
+    )
+    cpu = client_cpu + workers_cpu + redis_cpu
     return {
         "samples": float(n),
         "workers": float(k),
@@ -139,6 +179,12 @@ def main() -> dict[str, float]:
         "ideal_samples_per_s": k * c / _DELAY,
         "samples_per_s_per_core": rate / cores,
         "projected_16_workers_samples_per_s": rate / cores * 16,
+        "cpu_ms_per_sample": cpu,
+        "cpu_per_sample_vs_before": cpu / CPU_MS_PER_SAMPLE_BEFORE,
+        "client_cpu_ms_per_sample": client_cpu,
+        "workers_cpu_ms_per_sample": workers_cpu,
+        "redis_cpu_ms_per_sample": redis_cpu,
+        "load_average_1min": os.getloadavg()[0],
         "results": float(len(report.results)),
         "complete": float(report.complete),
         "duplicates_in_store": float(lines - len(keys)),
@@ -159,7 +205,10 @@ def _start_workers(url: str, namespace: str, k: int, c: int, logs: Path) -> list
     workers = []
     for i in range(k):
         port = _free_port()
-        env = {**os.environ, "PYTHONPATH": str(_ROOT)}
+        # The bench package from here; an inherited PYTHONPATH first, so the bench can
+        # measure another checkout's library (`PYTHONPATH=../other/src`).
+        path = [p for p in (os.environ.get("PYTHONPATH"), str(_ROOT)) if p]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
         out = (logs / f"worker-{i}.log").open("wb")
         process = subprocess.Popen(
             [sys.executable, "-c", "from weakincentives.cli import main; main()", "worker",

@@ -132,6 +132,54 @@ def test_duplicate_and_foreign_replies_count_once_in_the_report_and_the_store(
 
 
 @pytest.mark.redis
+def test_with_a_store_the_report_keeps_slim_results_and_the_store_whole_ones(
+    redis_server: RedisEndpoint, namespace: str, tmp_path: Path
+) -> None:
+    # The client's memory per result is the report's slim copy (as the local runner's):
+    # the request id, input and expected value are read back from the store.
+    store = RunStore(tmp_path / "runs")
+    with ScriptedWorker(redis_server, namespace):
+        report = run_distributed(
+            questions(4), redis_url=redis_server.url, namespace=namespace, run_store=store,
+            fingerprint=FINGERPRINT, timeout=20,
+        )  # fmt: skip
+        unstored = run_distributed(
+            questions(4), redis_url=redis_server.url, namespace=namespace, timeout=20
+        )
+
+    assert report.complete and report.pass_rate == 1.0
+    assert all(r.request_id is None for r in report.results)
+    stored = list(store.open(str(report.run_id)).iter_results())
+    assert sorted(r.key for r in stored) == sorted(r.key for r in report.results)
+    assert all(r.request_id for r in stored)
+    assert all(r.request_id for r in unstored.results)  # no store: kept whole
+
+
+@pytest.mark.redis
+def test_results_for_an_epoch_or_experiment_the_run_does_not_have_are_foreign(
+    redis_server: RedisEndpoint, namespace: str
+) -> None:
+    class StrayWorker(ScriptedWorker):
+        def _serve(self) -> None:
+            while not self._stop.is_set():
+                for message in self.requests.receive(max_messages=10, wait_time_seconds=0.2):
+                    request, outbox = message.body, message.reply_to
+                    assert outbox is not None
+                    outbox.send(result_for(request, epoch=1))
+                    outbox.send(result_for(request, experiment_name="other"))
+                    outbox.send(result_for(request))
+                    message.acknowledge()
+
+    with StrayWorker(redis_server, namespace):
+        report = run_distributed(
+            questions(3), redis_url=redis_server.url, namespace=namespace, timeout=20
+        )
+
+    assert report.complete and report.expected_count == 3
+    assert sorted(r.key for r in report.results) == [(f"s{i}", "baseline", 0) for i in range(3)]
+
+
+@pytest.mark.redis
 def test_requests_reply_to_a_mailbox_of_their_run_only(
     redis_server: RedisEndpoint, namespace: str
 ) -> None:

@@ -24,14 +24,16 @@ from tests.helpers.redis_server import (
     missing_redis,
     unique_namespace,
 )
+from weakincentives.clock import FakeClock
 from weakincentives.contrib.distributed import (
     DistributedWorker,
     WorkerContext,
     WorkerOptions,
+    _client,
     redis_client,
     run_distributed,
 )
-from weakincentives.contrib.distributed._tracking import RunMarker
+from weakincentives.contrib.distributed._tracking import STALL_NOTICE_SECONDS, RunMarker
 from weakincentives.errors import MailboxConnectionError
 from weakincentives.evals import EvalReport, RunStore
 
@@ -156,3 +158,34 @@ def test_the_run_marker_reports_an_unreachable_redis() -> None:
     client = RedisEndpoint("redis://127.0.0.1:9/0").client(socket_connect_timeout=0.5)
     with pytest.raises(MailboxConnectionError, match="run marker"):
         RunMarker(client, "ns", "r1").present()
+
+
+def test_a_long_submission_is_not_taken_for_idle_workers(
+    redis_server: RedisEndpoint,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Submitting a million requests takes minutes; the stall notice counts from the end
+    # of the submission, not from before it (the workers were busy all along).
+    clock = FakeClock()
+    submit = _client._submit
+
+    def slow_submit(*args: Any, **kwargs: Any) -> bool:
+        sent = submit(*args, **kwargs)
+        clock.advance(STALL_NOTICE_SECONDS * 3)
+        return sent
+
+    monkeypatch.setattr(_client, "_submit", slow_submit)
+    worker, client = start_worker(redis_server.url, namespace)
+    caplog.set_level(logging.INFO)
+    try:
+        report = run_distributed(
+            questions(6), redis_url=redis_server.url, namespace=namespace, clock=clock
+        )
+    finally:
+        assert worker.shutdown(10)
+        client.close()
+
+    assert report.complete
+    assert not [r for r in caplog.records if "no result for" in r.message]

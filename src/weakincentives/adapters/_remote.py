@@ -2,15 +2,16 @@
 
 `RemoteAdapter` holds the settings common to the Anthropic and Gemini adapters (model,
 turn and retry limits, timeout, temperature, clock, jitter, response cache) and runs a
-prompt through `run_prompt`; a subclass says how one model call goes (`_call_model`),
-which provider it is and which SDK it talks through.
+prompt through `run_prompt` (`evaluate`) or `arun_prompt` (`aevaluate`, on the running
+event loop); a subclass says how one model call goes (`_call_model`, and `_acall_model`
+through its SDK's async client), which provider it is and which SDK it talks through.
 """
 
 from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -20,8 +21,8 @@ from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import Session
 
-from ._cache import cached_model_call
-from ._loop import run_prompt
+from ._cache import acached_model_call, cached_model_call
+from ._loop import arun_prompt, run_prompt
 from ._provenance import AdapterInfo, strip_credentials
 from ._retry import MIN_GUARDED_KEY, KeyFreeCache, RetryPolicy, check_limits
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
@@ -83,8 +84,14 @@ class RemoteAdapter:
     def _call_model(self, request: ModelRequest) -> ModelTurn:
         raise NotImplementedError
 
+    async def _acall_model(self, request: ModelRequest) -> ModelTurn:
+        raise NotImplementedError
+
     def _close_client(self) -> None:
         raise NotImplementedError
+
+    async def _aclose_clients(self) -> None:
+        """Close the async client of the running event loop (if any was made)."""
 
     def _sdk_version(self) -> str:
         raise NotImplementedError
@@ -128,6 +135,17 @@ class RemoteAdapter:
         """Close the HTTP connections of a client the adapter created itself."""
         if self._owns_client:
             self._close_client()
+
+    @property
+    def is_async(self) -> bool:
+        """Always True: `aevaluate` uses the SDK's async client (see `AsyncProviderAdapter`)."""
+        return True
+
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop (and the sync one, as `close`)."""
+        if self._owns_client:
+            await self._aclose_clients()
+        self.close()
 
     def with_cache(self, cache: ResponseCache | None) -> Self:
         """A copy of this adapter using `cache` (None: no cache); see `CacheableAdapter`.
@@ -176,6 +194,42 @@ class RemoteAdapter:
             prompt,
             session=session,
             call_model=self._model_call(),
+            deadline=deadline,
+            budget=budget,
+            heartbeat=heartbeat,
+            max_turns=self.max_turns,
+            output_retries=self.output_retries,
+            clock=self.clock,
+        )
+
+    async def aevaluate(
+        self,
+        prompt: Prompt[OutputT],
+        *,
+        session: Session,
+        deadline: Deadline | None = None,
+        budget: Budget | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> PromptResponse[OutputT]:
+        """`evaluate` on the running event loop, through the SDK's async client.
+
+        Same requests, retries (backoff awaited on the clock, not slept), cache, events
+        and errors as `evaluate`; a thousand of these in flight are a thousand tasks, not
+        threads.
+        """
+        call_model: Callable[[ModelRequest], Awaitable[ModelTurn]] = self._acall_model
+        if self.cache is not None:
+            call_model = acached_model_call(
+                self._acall_model,
+                KeyFreeCache(self.cache, self._secret),
+                model_name=self.model,
+                parameters=self._cache_parameters(),
+                cache_nondeterministic=self.cache_nondeterministic,
+            )
+        return await arun_prompt(
+            prompt,
+            session=session,
+            call_model=call_model,
             deadline=deadline,
             budget=budget,
             heartbeat=heartbeat,

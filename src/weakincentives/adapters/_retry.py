@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from weakincentives.clock import Clock
+from weakincentives.clock import Clock, async_sleep
 from weakincentives.errors import (
     AdapterConnectionError,
     AdapterError,
@@ -34,6 +34,7 @@ __all__ = [
     "Failure",
     "KeyFreeCache",
     "RetryPolicy",
+    "asend_with_retries",
     "check_limits",
     "connection_failure",
     "left",
@@ -186,6 +187,45 @@ def send_with_retries(
             if delay is None:
                 raise failure.error(redact(f"{failure.message}{reason}")) from failure.cause
             clock.sleep(delay)
+
+
+async def asend_with_retries(
+    send: Callable[[float], Awaitable[T]],
+    translate: Callable[[Exception, float], Failure | None],
+    *,
+    where: str,
+    budget: float | None,
+    policy: RetryPolicy,
+    redact: Callable[[str], str],
+) -> T:
+    """`send_with_retries` for an async `send`: the backoff is awaited, not slept.
+
+    Raises:
+        DeadlineExceededError: the deadline passed before an answer.
+        AdapterError: the translated failure, once the adapter gives up.
+    """
+    clock = policy.clock
+    started = clock.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        remaining = left(budget, started, clock)
+        timeout = policy.timeout if remaining is None else min(policy.timeout, remaining)
+        if timeout <= 0:
+            raise DeadlineExceededError(
+                f"{where}: the run's deadline passed before the model answered "
+                f"({attempt - 1} attempts)",
+            )
+        try:
+            return await send(timeout)
+        except Exception as exc:
+            failure = translate(exc, timeout)
+            if failure is None:
+                raise
+            delay, reason = plan_retry(failure, attempt, left(budget, started, clock), policy)
+            if delay is None:
+                raise failure.error(redact(f"{failure.message}{reason}")) from failure.cause
+            await async_sleep(clock, delay)
 
 
 def plan_retry(

@@ -11,6 +11,8 @@ thinking tokens.
 Retries, timeouts, deadlines, budgets and the response cache behave as for
 `OpenAIAdapter` (see `weakincentives.adapters.openai`): the SDK's own retries are off and
 the adapter's honour `retry-after`, sleep on the injected clock and stop at the deadline.
+`aevaluate` does the same through `anthropic.AsyncAnthropic` on the running event loop
+(one client per loop), so an `AgentLoop` on this adapter runs its samples as tasks.
 
 Install with `pip install 'weakincentives[anthropic]'`.
 
@@ -31,10 +33,12 @@ from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import AdapterResponseError, ConfigurationError
 
 from ._anthropic_wire import decode_message, encode_request
+from ._loop_clients import PerLoop
 from ._openai_wire import excerpt, parse_retry_after
 from ._remote import RemoteAdapter
 from ._retry import (
     Failure,
+    asend_with_retries,
     connection_failure,
     send_with_retries,
     status_failure,
@@ -67,6 +71,9 @@ class AnthropicAdapter(RemoteAdapter):
         api_key: Defaults to `ANTHROPIC_API_KEY`; may be left out when `base_url` is set.
         client: A ready `anthropic.Anthropic` client to use instead of `base_url`/`api_key`
             (its own retries are turned off; the adapter does not close it).
+        async_client: A ready `anthropic.AsyncAnthropic` client for `aevaluate` (default:
+            one per event loop, made with the sync client's key, URL and timeout, and
+            closed with that loop).
         max_tokens: Output tokens allowed per model call (thinking included).
         thinking_budget: Tokens of extended thinking per call (None: off; at least 1024
             and below `max_tokens`).
@@ -96,6 +103,7 @@ class AnthropicAdapter(RemoteAdapter):
         base_url: str | None = None,
         api_key: str | None = None,
         client: anthropic.Anthropic | None = None,
+        async_client: anthropic.AsyncAnthropic | None = None,
         max_tokens: int = 4096,
         thinking_budget: int | None = None,
         cache_prompt: bool = False,
@@ -135,6 +143,7 @@ class AnthropicAdapter(RemoteAdapter):
         self._owns_client = client is None
         self._client = _make_client(client, base_url=base_url, api_key=api_key)
         self._secret = self._client.api_key or ""
+        self._async_clients = _async_clients(self._client, async_client)
 
     @property
     def base_url(self) -> str:
@@ -155,6 +164,46 @@ class AnthropicAdapter(RemoteAdapter):
         }
 
     def _call_model(self, request: ModelRequest) -> ModelTurn:
+        params, where = self._request(request)
+
+        def send(timeout: float) -> bytes:
+            raw = self._client.messages.with_raw_response.create(**params, timeout=timeout)
+            return raw.read()
+
+        data = send_with_retries(
+            send,
+            lambda exc, timeout: self._translate(exc, where, timeout),
+            where=where,
+            budget=request.timeout,
+            policy=self._policy,
+            redact=self._redact,
+        )
+        return self._decode(data, where)
+
+    async def _acall_model(self, request: ModelRequest) -> ModelTurn:
+        params, where = self._request(request)
+        client = await self._async_clients.get()
+
+        async def send(timeout: float) -> bytes:
+            raw = await client.messages.with_raw_response.create(**params, timeout=timeout)
+            data: bytes = await raw.read()
+            return data
+
+        data = await asend_with_retries(
+            send,
+            lambda exc, timeout: self._translate(exc, where, timeout),
+            where=where,
+            budget=request.timeout,
+            policy=self._policy,
+            redact=self._redact,
+        )
+        return self._decode(data, where)
+
+    async def _aclose_clients(self) -> None:
+        await self._async_clients.aclose()
+
+    def _request(self, request: ModelRequest) -> tuple[dict[str, Any], str]:
+        """The SDK's keyword arguments for `request`, and where errors say it went."""
         schema = request.output_schema
         params = encode_request(
             request,
@@ -170,20 +219,9 @@ class AnthropicAdapter(RemoteAdapter):
             body.setdefault("temperature", self.temperature)
         if body:
             params["extra_body"] = body
-        where = f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+        return params, f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
 
-        def send(timeout: float) -> bytes:
-            raw = self._client.messages.with_raw_response.create(**params, timeout=timeout)
-            return raw.read()
-
-        data = send_with_retries(
-            send,
-            lambda exc, timeout: self._translate(exc, where, timeout),
-            where=where,
-            budget=request.timeout,
-            policy=self._policy,
-            redact=self._redact,
-        )
+    def _decode(self, data: bytes, where: str) -> ModelTurn:
         try:
             return decode_message(data, where=where)
         except AdapterResponseError as exc:
@@ -229,6 +267,27 @@ def _check_thinking(max_tokens: int, thinking_budget: int | None) -> None:
             f"thinking_budget must be at least {_MIN_THINKING} and below max_tokens "
             f"({max_tokens}), got {thinking_budget}",
         )
+
+
+def _async_clients(
+    sync: anthropic.Anthropic, given: anthropic.AsyncAnthropic | None
+) -> PerLoop[anthropic.AsyncAnthropic]:
+    """Where `aevaluate` gets its client: `given` everywhere, else one per event loop."""
+    if given is not None:
+        ready = given.with_options(max_retries=0)  # retries are ours, on the clock
+        return PerLoop(lambda: ready, _leave_open)
+
+    def make() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=sync.api_key, base_url=sync.base_url, timeout=sync.timeout, max_retries=0
+        )
+
+    return PerLoop(make, lambda client: client.close())
+
+
+async def _leave_open(client: object) -> None:
+    """The caller's client is the caller's to close."""
+    del client
 
 
 def _make_client(

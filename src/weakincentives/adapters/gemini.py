@@ -9,7 +9,10 @@ for the next turn). Usage records cached-content tokens and thinking tokens.
 
 Retries, timeouts, deadlines, budgets and the response cache behave as for
 `OpenAIAdapter`; the SDK's retries are off, and the adapter's honour `Retry-After` and
-Google's `RetryInfo` delay. Install with `pip install 'weakincentives[gemini]'`.
+Google's `RetryInfo` delay. `aevaluate` does the same through the SDK's async client
+(`client.aio`) on the running asyncio loop, so an `AgentLoop` on this adapter runs its
+samples as tasks (under trio, which that client does not support, the call runs in a
+worker thread). Install with `pip install 'weakincentives[gemini]'`.
 
 Examples:
     >>> adapter = GeminiAdapter("gemini-2.5-flash", api_key="...")  # doctest: +SKIP
@@ -19,19 +22,24 @@ Examples:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
+
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import AdapterResponseError, ConfigurationError
 
 from ._gemini_wire import decode_generation, encode_config, encode_contents, retry_delay
+from ._loop_clients import PerLoop
 from ._openai_wire import excerpt, parse_retry_after
 from ._remote import RemoteAdapter
 from ._retry import (
     Failure,
+    asend_with_retries,
     connection_failure,
     send_with_retries,
     status_failure,
@@ -66,7 +74,8 @@ class GeminiAdapter(RemoteAdapter):
         api_key: Defaults to `GEMINI_API_KEY`, then `GOOGLE_API_KEY`; may be left out when
             `base_url` is set.
         client: A ready `google.genai.Client` to use instead of `base_url`/`api_key` (the
-            adapter does not close it; leave its retry options unset).
+            adapter does not close it; leave its retry options unset). `aevaluate` uses
+            its `client.aio`; without one, each event loop gets a client of its own.
         max_output_tokens: Output tokens allowed per call (None: the model's default).
         thinking_budget: Thinking tokens per call (None: the model's default; 0: off).
         max_turns: Model calls allowed per run before `TurnLimitExceededError`.
@@ -131,6 +140,9 @@ class GeminiAdapter(RemoteAdapter):
         self._client, self._base_url, self._secret = _make_client(
             client, base_url=base_url, api_key=api_key
         )
+        self._async_clients = _async_clients(
+            None if client is None else client, base_url=self._base_url, api_key=self._secret
+        )
 
     @property
     def base_url(self) -> str:
@@ -151,25 +163,11 @@ class GeminiAdapter(RemoteAdapter):
         }
 
     def _call_model(self, request: ModelRequest) -> ModelTurn:
-        config = encode_config(
-            request,
-            temperature=self.temperature,
-            max_output_tokens=self.max_output_tokens,
-            thinking_budget=self.thinking_budget,
-        )
-        # The raw body, decoded by us like the other adapters, rather than SDK models.
-        config["should_return_http_response"] = True
-        contents = encode_contents(request.messages)
-        where = f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+        config, contents, where = self._request(request)
 
         def send(timeout: float) -> str:
-            http: dict[str, Any] = {"timeout": max(1, int(timeout * 1000))}
-            if self.extra_body:
-                http["extra_body"] = dict(self.extra_body)
-            # A plain dict in the SDK's field names; it validates it into its config type.
-            request_config: Any = {**config, "http_options": http}
             response = self._client.models.generate_content(
-                model=self.model, contents=contents, config=request_config
+                model=self.model, contents=contents, config=self._config(config, timeout)
             )
             raw = response.sdk_http_response
             return (raw.body or "") if raw is not None else ""
@@ -182,8 +180,60 @@ class GeminiAdapter(RemoteAdapter):
             policy=self._policy,
             redact=self._redact,
         )
+        return self._decode(body, where, request.turn)
+
+    async def _acall_model(self, request: ModelRequest) -> ModelTurn:
+        if not _on_asyncio():
+            # The SDK's async client needs asyncio: under trio, a worker thread makes
+            # the sync call (anyio's, cancellable like the rest of the run).
+            turn: ModelTurn = await anyio.to_thread.run_sync(self._call_model, request)
+            return turn
+        config, contents, where = self._request(request)
+        client = await self._async_clients.get()
+
+        async def send(timeout: float) -> str:
+            response = await client.models.generate_content(
+                model=self.model, contents=contents, config=self._config(config, timeout)
+            )
+            raw = response.sdk_http_response
+            return (raw.body or "") if raw is not None else ""
+
+        body = await asend_with_retries(
+            send,
+            lambda exc, timeout: self._translate(exc, where, timeout),
+            where=where,
+            budget=request.timeout,
+            policy=self._policy,
+            redact=self._redact,
+        )
+        return self._decode(body, where, request.turn)
+
+    async def _aclose_clients(self) -> None:
+        await self._async_clients.aclose()
+
+    def _request(self, request: ModelRequest) -> tuple[dict[str, Any], Any, str]:
+        """The request's config and contents, and where errors say it went."""
+        config = encode_config(
+            request,
+            temperature=self.temperature,
+            max_output_tokens=self.max_output_tokens,
+            thinking_budget=self.thinking_budget,
+        )
+        # The raw body, decoded by us like the other adapters, rather than SDK models.
+        config["should_return_http_response"] = True
+        where = f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
+        return config, encode_contents(request.messages), where
+
+    def _config(self, config: dict[str, Any], timeout: float) -> Any:
+        """`config` with this attempt's HTTP options, as a plain dict in the SDK's names."""
+        http: dict[str, Any] = {"timeout": max(1, int(timeout * 1000))}
+        if self.extra_body:
+            http["extra_body"] = dict(self.extra_body)
+        return {**config, "http_options": http}
+
+    def _decode(self, body: str, where: str, turn: int) -> ModelTurn:
         try:
-            return decode_generation(body, where=where, turn=request.turn)
+            return decode_generation(body, where=where, turn=turn)
         except AdapterResponseError as exc:
             if self._secret and self._secret in str(exc):  # the body echoed the key
                 raise AdapterResponseError(self._redact(str(exc))) from None
@@ -210,6 +260,32 @@ class GeminiAdapter(RemoteAdapter):
                 cause=cause,
             )
         return None
+
+
+def _async_clients(given: genai.Client | None, *, base_url: str, api_key: str) -> PerLoop[Any]:
+    """Where `aevaluate` gets its `client.aio`: the given client's, else one per loop."""
+    if given is not None:
+        aio = given.aio  # the caller's client: the caller closes it
+        return PerLoop(lambda: aio, _leave_open)
+
+    def make() -> Any:
+        options = genai_types.HttpOptions(base_url=base_url)
+        return genai.Client(api_key=api_key, vertexai=False, http_options=options).aio
+
+    return PerLoop(make, lambda aio: aio.aclose())
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _leave_open(client: object) -> None:
+    """The caller's client is the caller's to close."""
+    del client
 
 
 def _make_client(

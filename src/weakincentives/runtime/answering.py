@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from weakincentives.errors import MailboxResolutionError, MessageDecodeError
 from weakincentives.runtime.dlq import DeadLetter, DLQPolicy, RetryPolicy
-from weakincentives.runtime.mailbox import Mailbox, Message
+from weakincentives.runtime.mailbox import Mailbox, Message, send_and_acknowledge
 from weakincentives.runtime.worker import MailboxWorker
 
 __all__ = [
@@ -124,14 +124,28 @@ class AnsweringWorker(MailboxWorker[T, R]):
         if isinstance(error, Exception) and isinstance(error, self.transient_errors):
             raise error
 
-    def send_answer(self, target: Mailbox[R, Any] | None, answer: R, request_id: object) -> None:
+    def send_answer(
+        self,
+        target: Mailbox[R, Any] | None,
+        answer: R,
+        request_id: object,
+        *,
+        message: Message[Any, Any] | None = None,
+    ) -> None:
         """Send `answer` to `target` (see `reply_target`), or log that it has nowhere to go.
 
+        Given the `message` answered, the answer is sent and the message acknowledged in
+        one round trip where the backend can (`send_and_acknowledge`: Redis); a message
+        acknowledged here is left alone by the worker's settling.
+
         Raises:
-            MailboxError: The answer could not be sent.
+            MailboxError: The answer could not be sent (the message is not acknowledged).
         """
         if target is not None:
-            target.send(answer)
+            if message is None:
+                target.send(answer)
+            else:
+                send_and_acknowledge(target, answer, message)
             return
         _log.warning(
             "%s: request %s has no reply_to and the worker has no results mailbox; its "

@@ -25,6 +25,7 @@ queue. Requests given up on by a worker come back as error results (kind
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -46,6 +47,7 @@ from weakincentives.evals import (
     Sample,
     new_run_id,
 )
+from weakincentives.evals.runner import slim
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_all
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
@@ -164,9 +166,7 @@ def run_distributed(
         "timeout": timeout,
         **dict(config or {}),
     }
-    expected = {
-        (s.id, e.name, epoch) for e in experiments for epoch in range(epochs) for s in samples
-    }
+    expected = _ExpectedKeys(samples, experiments, epochs)
     handle: RunHandle | None = None
     owned = False
     status: RunStatus = "interrupted"
@@ -225,20 +225,23 @@ def _execute(
     marker = RunMarker(client, namespace, run_id)
 
     def send_outstanding() -> bool:
-        pending = [
+        # Made as they are sent, a batch at a time: a million requests are never all in
+        # memory at once.
+        pending = (
             EvalRequest(sample=sample, experiment=experiment, epoch=epoch, run_id=run_id)
             for experiment in experiments
             for epoch in range(epochs)
             for sample in samples
             if (sample.id, experiment.name, epoch) not in collector.done
-        ]
+        )
+        count = collector.missing
         _log.info(
             "run %s: submitting %d requests to %r on %s; results come back to %r",
-            run_id, len(pending), requests, describe(client), reply_name,
+            run_id, count, requests, describe(client), reply_name,
         )  # fmt: skip
         if not _submit(outbox, pending, reply_name, clock, deadline):
             return False
-        _quietly(lambda: marker.mark(len(pending)), "marking the run's requests as sent")
+        _quietly(lambda: marker.mark(count), "marking the run's requests as sent")
         return True
 
     watch = Watch(outbox, marker, send_outstanding, run_id, clock)
@@ -253,6 +256,9 @@ def _execute(
             sent = True
         else:
             sent = send_outstanding()
+            # Results were not awaited while submitting (minutes, for a million
+            # requests): the stall notice counts from here.
+            watch.progressed()
         if sent:
             _collect(results, collector, clock, deadline, watch)
         if collector.missing == 0:
@@ -287,16 +293,16 @@ def _still_in_redis(marker: RunMarker) -> bool:
 
 def _submit(
     outbox: RedisMailbox[EvalRequest[Any, Any], Any],
-    pending: list[EvalRequest[Any, Any]],
+    pending: Iterable[EvalRequest[Any, Any]],
     reply_name: str,
     clock: Clock,
     deadline: float | None,
 ) -> bool:
     """Send `pending` in pipelined batches; False if the deadline passed first."""
     backoff = Backoff(clock)
-    start = 0
-    while start < len(pending):
-        batch = pending[start : start + _SUBMIT_BATCH]
+    requests = iter(pending)
+    batch = list(itertools.islice(requests, _SUBMIT_BATCH))
+    while batch:
         try:
             outbox.send_many(batch, reply_to=reply_name)
         except MailboxConnectionError as error:
@@ -307,7 +313,7 @@ def _submit(
             continue  # the batch again: requests sent twice are answered once
         BACKEND_OUTAGE.succeeded()
         backoff.reset()
-        start += len(batch)
+        batch = list(itertools.islice(requests, _SUBMIT_BATCH))
     return True
 
 
@@ -348,12 +354,46 @@ def _collect(
             )
 
 
+class _ExpectedKeys:
+    """The keys a run expects: every (sample, experiment, epoch), without a set of them.
+
+    A membership test and a length, computed from the sample ids, the experiment names
+    and the epoch count: a million-sample run does not hold a million tuples for it.
+    """
+
+    def __init__(
+        self, samples: Sequence[Sample[Any, Any]], experiments: Sequence[Experiment], epochs: int
+    ) -> None:
+        self._ids = frozenset(s.id for s in samples)
+        self._names = frozenset(e.name for e in experiments)
+        self._epochs = epochs
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        sample_id, name, epoch = key
+        return (
+            sample_id in self._ids
+            and name in self._names
+            and isinstance(epoch, int)
+            and 0 <= epoch < self._epochs
+        )
+
+    def __len__(self) -> int:
+        return len(self._ids) * len(self._names) * self._epochs
+
+
 class _Collector:
-    """Keeps one result per expected key, storing and reporting each new one."""
+    """Keeps one result per expected key, storing and reporting each new one.
+
+    With a run store, each new result is stored whole and the report keeps its slim copy
+    (`weakincentives.evals.runner.slim`: no transcript, output, input or expected value;
+    the store has them), as the local runner does.
+    """
 
     def __init__(
         self,
-        expected: set[_Key],
+        expected: _ExpectedKeys,
         run_id: str,
         handle: RunHandle | None,
         progress: ProgressSink | None,
@@ -362,9 +402,8 @@ class _Collector:
         self.run_id = run_id
         self.handle = handle
         self.progress = progress
-        self.done: dict[_Key, EvalResult] = {}
+        self.done: set[_Key] = set()
         self.results: list[EvalResult] = []
-        self.request_ids: set[str] = set()
         self.duplicates = 0
         self.foreign = 0
         self.restored = False
@@ -409,16 +448,16 @@ class _Collector:
             )  # fmt: skip
             self.foreign += 1
             return None
-        if result.key in self.done or (result.request_id in self.request_ids):
+        # One request, one key: a key already recorded is a duplicate delivery, or a
+        # request sent again (its new id answers the same key).
+        if result.key in self.done:
             self.duplicates += 1
             return None
         return result
 
     def _record(self, result: EvalResult) -> None:
-        self.done[result.key] = result
-        if result.request_id is not None:
-            self.request_ids.add(result.request_id)
-        self.results.append(result)
+        self.done.add(result.key)
+        self.results.append(result if self.handle is None else slim(result))
         if self.progress is not None:
             self.progress.advance(result)
 

@@ -6,21 +6,21 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar, cast
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.contrib.mailbox import _scripts
 from weakincentives.contrib.mailbox._codec import JsonCodec, MailboxCodec
+from weakincentives.contrib.mailbox._delivery import build_message
+from weakincentives.contrib.mailbox._direct import direct_calls
 from weakincentives.contrib.mailbox._options import check_options
-from weakincentives.contrib.mailbox._scripts import parse_meta
 from weakincentives.errors import (
     MailboxArgumentError,
     MailboxClosedError,
     MailboxConnectionError,
     MailboxError,
     MailboxFullError,
-    MessageDecodeError,
     ReceiptHandleExpiredError,
 )
 from weakincentives.runtime.mailbox import (
@@ -51,15 +51,11 @@ DEFAULT_QUEUE_TTL = timedelta(days=7)
 SEND_CHUNK = 500
 """Bodies per script call of `send_many` (a long script blocks the server meanwhile)."""
 
-_NKEYS = len(_scripts.KEY_SUFFIXES)
-"""Keys every script takes."""
 _MAX_BLOCK_SECONDS = 1.0
 """Longest single server-side wait of a long poll; well under redis-py's default
 5 s `socket_timeout`, which would otherwise end a blocking pop with a TimeoutError."""
 _MIN_BLOCK_SECONDS = 0.005
 """Shortest wait: Redis reads a blocking timeout that rounds to 0 ms as "forever"."""
-_EPOCH = datetime.fromtimestamp(0, UTC)
-"""The enqueue time reported when a message's metadata is unreadable."""
 _CLOSE_WAKE_TTL_MS = 60_000
 """How long tokens that wake this instance's long polls on `close()` are kept."""
 
@@ -143,14 +139,17 @@ class RedisMailbox(Generic[T, R]):
             for script, source in (
                 ("send", _scripts.SEND),
                 ("send_many", _scripts.SEND_MANY),
+                ("send_and_acknowledge", _scripts.SEND_AND_ACKNOWLEDGE),
                 ("acknowledge_many", _scripts.ACKNOWLEDGE_MANY),
                 ("receive", _scripts.RECEIVE),
                 ("acknowledge", _scripts.ACKNOWLEDGE),
                 ("nack", _scripts.NACK),
                 ("extend", _scripts.EXTEND),
                 ("purge", _scripts.PURGE),
+                ("count", _scripts.COUNT),
             )
         }
+        self._direct = direct_calls(client)
         self._lock = threading.Lock()
         self._closed = False
         self._pollers = 0
@@ -262,6 +261,44 @@ class RedisMailbox(Generic[T, R]):
                 pipe.execute()
         return ids
 
+    def send_and_acknowledge(self, body: T, settler: Any, receipt_handle: str) -> tuple[str, bool]:
+        """Send `body` here and acknowledge a delivery, in one atomic script call.
+
+        The delivery (its `settler` and `receipt_handle`, a `Message`'s) must come from a
+        `RedisMailbox` on the same client, and the client must not be a Redis Cluster
+        one (two queues live in two slots there); otherwise `body` is only sent. Use
+        `weakincentives.runtime.mailbox.send_and_acknowledge(target, body, message)`.
+
+        Returns:
+            The sent message's id, and whether the delivery was acknowledged (False:
+            the handle was stale, or the two could not be combined).
+
+        Raises:
+            MailboxClosedError: This mailbox or the delivery's was closed.
+            MailboxFullError: The queue holds `max_size` messages (nothing is
+                acknowledged).
+            MailboxConnectionError: Redis cannot be reached.
+        """
+        source = settler._mailbox if isinstance(settler, _Settler) else None
+        if source is None or source._client is not self._client or self._direct is None:
+            return self.send(body), False
+        self._check_open()
+        source._check_open()
+        message_id = str(uuid.uuid4())
+        args = [message_id, self._codec.encode(body), "", self._max_size, receipt_handle]
+        try:
+            sent, acknowledged = self._run("send_and_acknowledge", args, extra_keys=source._keys)
+        except MailboxError as exc:
+            if "CROSSSLOT" not in str(exc):
+                raise
+            return self.send(body), False  # a cluster node: the script did not run
+        if not sent:
+            raise MailboxFullError(
+                f"mailbox {self._name!r} holds its max_size of {self._max_size} "
+                "messages; receive and acknowledge some before sending more",
+            )
+        return message_id, bool(acknowledged)
+
     def receive(
         self,
         *,
@@ -314,7 +351,7 @@ class RedisMailbox(Generic[T, R]):
         """
         self._check_open()
         with self._translate("counting messages"):
-            return int(self._client.hlen(self._keys[2]))
+            return int(self._run("count", []))
 
     def purge(self) -> int:
         """Delete every message, pending or in flight; return how many were deleted.
@@ -385,17 +422,33 @@ class RedisMailbox(Generic[T, R]):
                 f"Redis failed while {action} on mailbox {self._name!r}: {exc}",
             ) from exc
 
-    def _run(self, script: str, args: list[Any]) -> Any:
-        # EVALSHA straight through the client: redis-py's `Script.__call__` costs about
-        # a fifth of a round trip in client CPU on top. Inline error handling, not
-        # `_translate`: this is the hot path of every call.
+    def _run(self, script: str, args: list[Any], extra_keys: Sequence[str] = ()) -> Any:
+        # EVALSHA on a connection set aside (`_direct`), else straight through the
+        # client: redis-py's `Script.__call__` costs about a fifth of a round trip in
+        # client CPU on top. Inline error handling, not `_translate`: this is the hot
+        # path of every call.
         sha = self._scripts[script].sha
+        keys = (*self._keys, *extra_keys) if extra_keys else self._keys
+        direct = self._direct
+        if direct is not None:
+            command = ("EVALSHA", sha, len(keys), *keys, self._ttl_ms, *args)
+            try:
+                try:
+                    return direct.call(*command)
+                except redis.exceptions.NoScriptError:  # a new, restarted or flushed server
+                    self._client.script_load(self._scripts[script].script)
+                    return direct.call(*command)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # again through the client: it reconnects and retries
+            except redis.RedisError:
+                with self._translate(f"running {script}"):
+                    raise
         try:
             try:
-                return self._client.evalsha(sha, _NKEYS, *self._keys, self._ttl_ms, *args)
+                return self._client.evalsha(sha, len(keys), *keys, self._ttl_ms, *args)
             except redis.exceptions.NoScriptError:  # a restarted or flushed server
                 self._client.script_load(self._scripts[script].script)
-                return self._client.evalsha(sha, _NKEYS, *self._keys, self._ttl_ms, *args)
+                return self._client.evalsha(sha, len(keys), *keys, self._ttl_ms, *args)
         except redis.RedisError:
             with self._translate(f"running {script}"):
                 raise
@@ -413,56 +466,14 @@ class RedisMailbox(Generic[T, R]):
     def _block(self, seconds: float) -> Any:
         """Wait on the server for a wake-up token; None when the wait timed out."""
         with self._translate("waiting for messages"):
-            return self._client.blpop([self._keys[7], self._wake_key], timeout=seconds)
+            return self._client.blpop([self._keys[3], self._wake_key], timeout=seconds)
 
     def _message(self, row: list[Any]) -> Message[T, R]:
         """Build one delivery from a row of the receive script."""
-        raw_handle, count, raw_meta, payload = row
-        handle = _text(raw_handle)
-        payload = payload if payload is not None else b""
-        error: Exception | None = None
-        try:
-            message_id, reply_to, enqueued_at = parse_meta(raw_meta)
-        except (TypeError, ValueError, KeyError) as exc:
-            message_id, reply_to, enqueued_at = handle.split(":")[0], None, _EPOCH
-            error = exc
-        else:
-            body, error = self._decode(payload)
-        if error is None:
-            return Message(
-                id=message_id,
-                body=cast("T", body),
-                receipt_handle=handle,
-                delivery_count=int(count),
-                enqueued_at=enqueued_at,
-                settler=self._settler,
-                reply_to=reply_to,
-                resolver=self._reply_resolver(),
-                raw_body=payload,
-            )
-        decode_error = MessageDecodeError(
-            f"message {message_id!r} in mailbox {self._name!r} cannot be decoded by "
-            f"{self._codec!r}: {error}; it is delivered with its raw payload so it can "
-            "be dead-lettered",
-        )
-        decode_error.__cause__ = error
-        return Message.undecodable(
-            id=message_id,
-            raw_body=payload,
-            error=decode_error,
-            receipt_handle=handle,
-            delivery_count=int(count),
-            enqueued_at=enqueued_at,
-            settler=self._settler,
-            reply_to=reply_to,
+        return build_message(
+            row, mailbox=self._name, codec=self._codec, settler=self._settler,
             resolver=self._reply_resolver(),
-        )
-
-    def _decode(self, payload: bytes) -> tuple[T | None, Exception | None]:
-        try:
-            return self._codec.decode(payload), None
-        except Exception as exc:  # any codec failure makes a poison message, not a crash
-            return None, exc
+        )  # fmt: skip
 
     def _reply_resolver(self) -> MailboxResolver[R]:
         if self._explicit_resolver is not None:
@@ -554,7 +565,3 @@ class RedisMailboxFactory(Generic[T]):
     def resolve(self, name: str) -> RedisMailbox[T, Any]:
         """Same as `create`: every name resolves to the queue of that name."""
         return self.create(name)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

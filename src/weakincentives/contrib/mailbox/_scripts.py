@@ -1,24 +1,36 @@
 """The Lua scripts behind `RedisMailbox`: every state change is one atomic script.
 
-One queue lives in eight keys that share the hash tag `{<name>}` (one Redis Cluster
+One queue lives in four keys that share the hash tag `{<name>}` (one Redis Cluster
 slot), passed to every script in this order:
 
 | KEYS | key | type | holds |
 | --- | --- | --- | --- |
 | 1 | `<ns>:{<name>}:ready` | zset | pending messages; score = visible-at (server ms) |
 | 2 | `<ns>:{<name>}:inflight` | zset | delivered messages; score = visibility deadline |
-| 3 | `<ns>:{<name>}:bodies` | hash | member -> encoded body |
-| 4 | `<ns>:{<name>}:meta` | hash | member -> JSON `{id, s, u, r}` (id, sent at, reply-to) |
-| 5 | `<ns>:{<name>}:deliveries` | hash | member -> delivery count |
-| 6 | `<ns>:{<name>}:handles` | hash | member -> the receipt handle of its current delivery |
-| 7 | `<ns>:{<name>}:seq` | string | the last member number handed out |
-| 8 | `<ns>:{<name>}:notify` | list | wake-up tokens for long polls |
+| 3 | `<ns>:{<name>}:messages` | hash | the fields of every message, and `seq` |
+| 4 | `<ns>:{<name>}:notify` | list | wake-up tokens for long polls |
+
+The fields of message `<m>` in the messages hash: `<m>:b` the encoded body, `<m>:m` JSON
+`{id, s, u, r}` (id, sent at, reply-to), `<m>:d` the delivery count, `<m>:h` the receipt
+handle of its current delivery; `seq` is the last member number handed out.
 
 A member is the message's send number as 16 hex digits, so zset ties (equal scores)
 resolve in send order. A receipt handle is `<member>:<token>`, with a fresh token per
 `receive`; a handle is valid while it equals the stored one and its deadline has not
-passed on the server's clock (`TIME`). `ARGV[1]` is always the queue TTL in ms: every
-write refreshes it on all keys, so an abandoned queue expires.
+passed on the server's clock (`TIME`).
+
+Every `redis.call` from Lua costs about a microsecond of server CPU beyond the command
+itself, and it is most of what a script costs; so the per-message fields share one
+hash (one HSET, HMGET or HDEL for all of a message's fields, or a batch's), batches
+use one call per command (ZADD, ZREM, HSET and HDEL take many members), and the TTL
+refresh touches four keys. `ARGV[1]` is always the queue TTL in ms: every script that
+adds or moves a message refreshes it on all keys, so an abandoned queue expires.
+Acknowledging only deletes, and is always preceded (by less than the visibility
+timeout, which must be shorter than the TTL) by the `receive` or `extend` that
+refreshed every key, so it skips the refresh.
+
+Redis memory per message held: about 0.5 KiB plus its body (measured by W5 in
+`bench/w5_million.py`, `redis_bytes_per_queued_sample`).
 """
 
 from __future__ import annotations
@@ -29,63 +41,73 @@ from datetime import UTC, datetime
 __all__ = [
     "ACKNOWLEDGE",
     "ACKNOWLEDGE_MANY",
+    "COUNT",
     "EXTEND",
     "KEY_SUFFIXES",
     "NACK",
     "PURGE",
     "RECEIVE",
     "SEND",
+    "SEND_AND_ACKNOWLEDGE",
     "SEND_MANY",
     "parse_meta",
 ]
 
-KEY_SUFFIXES = (
-    "ready",
-    "inflight",
-    "bodies",
-    "meta",
-    "deliveries",
-    "handles",
-    "seq",
-    "notify",
-)
+KEY_SUFFIXES = ("ready", "inflight", "messages", "notify")
 """The queue's keys, in `KEYS` order."""
 
 _PRELUDE = """
-local ready, inflight, bodies, meta, deliveries, handles, seq, notify =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local ready, inflight, messages, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl = ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+
+-- One call with many arguments, in slices (Lua's unpack has a stack limit).
+local function call_many(command, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
 
 -- Deliveries whose deadline passed go back to `ready`, visible since their deadline;
 -- their handles die with them.
 local function requeue_expired()
   local expired = redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'WITHSCORES')
+  if #expired == 0 then return end
+  local members, fields, scored = {}, {}, {}
   for i = 1, #expired, 2 do
-    redis.call('ZREM', inflight, expired[i])
-    redis.call('HDEL', handles, expired[i])
-    redis.call('ZADD', ready, expired[i + 1], expired[i])
+    members[#members + 1] = expired[i]
+    fields[#fields + 1] = expired[i] .. ':h'
+    scored[#scored + 1] = expired[i + 1]
+    scored[#scored + 1] = expired[i]
   end
+  call_many('ZREM', inflight, members)
+  call_many('HDEL', messages, fields)
+  call_many('ZADD', ready, scored)
 end
 
 local function touch()
-  for i = 1, #KEYS do
+  for i = 1, 4 do
     redis.call('PEXPIRE', KEYS[i], ttl)
   end
 end
 
 -- Something may have become visible sooner: wake one long poll (bounded backlog).
 local function wake()
-  redis.call('LPUSH', notify, '1')
-  redis.call('LTRIM', notify, 0, 63)
+  if redis.call('LPUSH', notify, '1') > 64 then
+    redis.call('LTRIM', notify, 0, 63)
+  end
+end
+
+local function member_of(handle)
+  return string.match(handle, '^(%x+):')
 end
 
 -- The member `handle` owns, or nil when the handle is stale (expired deliveries must
 -- have been requeued first).
 local function owned(handle)
-  local member = string.match(handle, '^(%x+):')
-  if not member or redis.call('HGET', handles, member) ~= handle then
+  local member = member_of(handle)
+  if not member or redis.call('HGET', messages, member .. ':h') ~= handle then
     return nil
   end
   return member
@@ -96,21 +118,36 @@ local function owner(handle)
   return owned(handle)
 end
 
-local function enqueue(id, body, reply_to, visible_at)
-  local member = string.format('%016x', redis.call('INCR', seq))
-  local record = {id = id, s = t[1], u = t[2]}
-  if reply_to ~= '' then record.r = reply_to end
-  redis.call('HSET', bodies, member, body)
-  redis.call('HSET', meta, member, cjson.encode(record))
-  redis.call('ZADD', ready, visible_at, member)
+-- Enqueue `batch` = {id, body, id, body, ...}, all visible at `visible_at`.
+local function enqueue(batch, reply_to, visible_at)
+  local n = #batch / 2
+  local last = redis.call('HINCRBY', messages, 'seq', n)
+  local fields, scored = {}, {}
+  for k = 1, n do
+    local member = string.format('%016x', last - n + k)
+    local record = {id = batch[2 * k - 1], s = t[1], u = t[2]}
+    if reply_to ~= '' then record.r = reply_to end
+    fields[#fields + 1] = member .. ':b'
+    fields[#fields + 1] = batch[2 * k]
+    fields[#fields + 1] = member .. ':m'
+    fields[#fields + 1] = cjson.encode(record)
+    scored[#scored + 1] = visible_at
+    scored[#scored + 1] = member
+  end
+  call_many('HSET', messages, fields)
+  call_many('ZADD', ready, scored)
 end
 
-local function forget(member)
-  redis.call('ZREM', inflight, member)
-  redis.call('HDEL', bodies, member)
-  redis.call('HDEL', meta, member)
-  redis.call('HDEL', deliveries, member)
-  redis.call('HDEL', handles, member)
+local function forget(members)
+  local fields = {}
+  for _, member in ipairs(members) do
+    fields[#fields + 1] = member .. ':b'
+    fields[#fields + 1] = member .. ':m'
+    fields[#fields + 1] = member .. ':d'
+    fields[#fields + 1] = member .. ':h'
+  end
+  call_many('ZREM', inflight, members)
+  call_many('HDEL', messages, fields)
 end
 """
 
@@ -119,10 +156,11 @@ SEND = (
     + """
 -- ARGV: ttl, id, body, reply_to ('' for none), delay ms, max size (0: unbounded)
 local max_size = tonumber(ARGV[6])
-if max_size > 0 and redis.call('HLEN', bodies) >= max_size then
+if max_size > 0
+  and redis.call('ZCARD', ready) + redis.call('ZCARD', inflight) >= max_size then
   return 0
 end
-enqueue(ARGV[2], ARGV[3], ARGV[4], now + tonumber(ARGV[5]))
+enqueue({ARGV[2], ARGV[3]}, ARGV[4], now + tonumber(ARGV[5]))
 wake()
 touch()
 return 1
@@ -135,18 +173,38 @@ SEND_MANY = (
     + """
 -- ARGV: ttl, reply_to ('' for none), delay ms, then id, body, id, body, ... (unbounded
 -- queues only). Returns how many were enqueued.
-local visible_at = now + tonumber(ARGV[3])
-local count = 0
-for i = 4, #ARGV, 2 do
-  enqueue(ARGV[i], ARGV[i + 1], ARGV[2], visible_at)
-  count = count + 1
-end
+enqueue({unpack(ARGV, 4)}, ARGV[2], now + tonumber(ARGV[3]))
 wake()
 touch()
-return count
+return (#ARGV - 3) / 2
 """
 )
 """Enqueue a batch in one script call (one wake-up and one TTL refresh for all)."""
+
+SEND_AND_ACKNOWLEDGE = (
+    _PRELUDE
+    + """
+-- KEYS 1-4: the queue to send to; KEYS 5-8: the queue of the delivery to acknowledge.
+-- ARGV: ttl, id, body, reply_to ('' for none), max size (0: unbounded), handle.
+-- Returns {sent, acknowledged}: sent is 0 when the queue is full (then nothing is
+-- acknowledged); acknowledged is 0 when the handle is stale.
+local max_size = tonumber(ARGV[5])
+if max_size > 0
+  and redis.call('ZCARD', ready) + redis.call('ZCARD', inflight) >= max_size then
+  return {0, 0}
+end
+enqueue({ARGV[2], ARGV[3]}, ARGV[4], now)
+wake()
+touch()
+-- The prelude's functions read these locals: point them at the second queue.
+ready, inflight, messages, notify = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local member = owner(ARGV[6])
+if not member then return {1, 0} end
+forget({member})
+return {1, 1}
+"""
+)
+"""Send one message and acknowledge a delivery of another queue (a worker's answer)."""
 
 RECEIVE = (
     _PRELUDE
@@ -170,15 +228,24 @@ if #due == 0 then
   return {math.max(1, math.ceil(next_at - now)), {}}
 end
 local deadline = now + tonumber(ARGV[3])
-local rows = {}
+local scored, handles, wanted = {}, {}, {}
 for _, member in ipairs(due) do
-  local handle = member .. ':' .. ARGV[4]
-  redis.call('ZREM', ready, member)
-  redis.call('ZADD', inflight, deadline, member)
-  redis.call('HSET', handles, member, handle)
-  local count = redis.call('HINCRBY', deliveries, member, 1)
-  rows[#rows + 1] = {
-    handle, count, redis.call('HGET', meta, member), redis.call('HGET', bodies, member)
+  scored[#scored + 1] = deadline
+  scored[#scored + 1] = member
+  handles[#handles + 1] = member .. ':h'
+  handles[#handles + 1] = member .. ':' .. ARGV[4]
+  wanted[#wanted + 1] = member .. ':m'
+  wanted[#wanted + 1] = member .. ':b'
+end
+redis.call('ZREM', ready, unpack(due))
+redis.call('ZADD', inflight, unpack(scored))
+redis.call('HSET', messages, unpack(handles))
+local records = redis.call('HMGET', messages, unpack(wanted))
+local rows = {}
+for k, member in ipairs(due) do
+  rows[k] = {
+    handles[2 * k], redis.call('HINCRBY', messages, member .. ':d', 1),
+    records[2 * k - 1], records[2 * k]
   }
 end
 touch()
@@ -193,8 +260,7 @@ ACKNOWLEDGE = (
 -- ARGV: ttl, handle. Returns 1, or 0 when the handle is stale.
 local member = owner(ARGV[2])
 if not member then return 0 end
-forget(member)
-touch()
+forget({member})
 return 1
 """
 )
@@ -205,17 +271,25 @@ ACKNOWLEDGE_MANY = (
     + """
 -- ARGV: ttl, handle, handle, ... Returns one 1 (deleted) or 0 (stale) per handle.
 requeue_expired()
-local out = {}
+local fields = {}
 for i = 2, #ARGV do
-  local member = owned(ARGV[i])
-  if member then
-    forget(member)
-    out[#out + 1] = 1
+  fields[i - 1] = (member_of(ARGV[i]) or '-') .. ':h'
+end
+local current = {}
+for i = 1, #fields, 4000 do
+  local slice = redis.call('HMGET', messages, unpack(fields, i, math.min(i + 3999, #fields)))
+  for k = 1, #slice do current[i + k - 1] = slice[k] end
+end
+local out, done = {}, {}
+for i = 2, #ARGV do
+  if current[i - 1] == ARGV[i] then
+    done[#done + 1] = member_of(ARGV[i])
+    out[i - 1] = 1
   else
-    out[#out + 1] = 0
+    out[i - 1] = 0
   end
 end
-touch()
+if #done > 0 then forget(done) end
 return out
 """
 )
@@ -228,7 +302,7 @@ NACK = (
 local member = owner(ARGV[2])
 if not member then return 0 end
 redis.call('ZREM', inflight, member)
-redis.call('HDEL', handles, member)
+redis.call('HDEL', messages, member .. ':h')
 redis.call('ZADD', ready, now + tonumber(ARGV[3]), member)
 wake()
 touch()
@@ -254,13 +328,24 @@ return 1
 )
 """Move the visibility deadline of the message the handle owns to `now + timeout`."""
 
+COUNT = (
+    _PRELUDE
+    + """
+-- ARGV: ttl. Returns how many messages are held, pending or in flight.
+return redis.call('ZCARD', ready) + redis.call('ZCARD', inflight)
+"""
+)
+"""Count the messages held."""
+
 PURGE = (
     _PRELUDE
     + """
 -- ARGV: ttl. Returns how many messages were deleted. `seq` stays, so members (and
 -- therefore receipt handles) are never reused.
-local count = redis.call('HLEN', bodies)
-redis.call('DEL', ready, inflight, bodies, meta, deliveries, handles)
+local count = redis.call('ZCARD', ready) + redis.call('ZCARD', inflight)
+local seq = redis.call('HGET', messages, 'seq')
+redis.call('DEL', ready, inflight, messages)
+if seq then redis.call('HSET', messages, 'seq', seq) end
 touch()
 return count
 """

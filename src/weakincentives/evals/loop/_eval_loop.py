@@ -175,7 +175,7 @@ class EvalLoop(AnsweringWorker[EvalRequest[Any, Any], EvalResult]):
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)  # before the run: it may not resolve
         outcome = self._evaluate_in_time(request, heartbeat, message.delivery_count)
-        self._reply(request, outcome, target)
+        self._reply(message, request, outcome, target)
 
     @property
     def handles_async(self) -> bool:
@@ -189,17 +189,18 @@ class EvalLoop(AnsweringWorker[EvalRequest[Any, Any], EvalResult]):
         request = decode_request(message.body, self.request_type)
         target = reply_target(message, self.results)
         outcome = await self.evaluate_async(request, delivery_count=message.delivery_count)
-        self._reply(request, outcome, target)
+        self._reply(message, request, outcome, target)
 
     def _reply(
         self,
+        message: Message[EvalRequest[Any, Any], EvalResult],
         request: EvalRequest[Any, Any],
         outcome: SampleOutcome,
         target: Mailbox[EvalResult, Any] | None,
     ) -> None:
         if outcome.failed_stage == "agent":  # a failure of the scoring is no transient one
             self.raise_if_transient(outcome.exception)
-        self.send_answer(target, outcome.result, request.request_id)
+        self.send_answer(target, outcome.result, request.request_id, message=message)
 
     async def evaluate_async(
         self, request: EvalRequest[Any, Any], *, delivery_count: int = 1

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         execute_function,
         execute_sample,
     )
-    from ._scheduler import error_result
+    from ._scheduler import error_result, slim
     from ._target import (
         prepare_scorer,
     )
@@ -91,6 +91,7 @@ __all__ = [
     "restore_environment",
     "run_eval",
     "serialize_environment",
+    "slim",
     "with_bundle",
 ]
 
@@ -133,7 +134,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "execute_function",
             "execute_sample",
         ),
-        "weakincentives.evals.runner._scheduler": ("error_result",),
+        "weakincentives.evals.runner._scheduler": ("error_result", "slim"),
         "weakincentives.evals.runner._target": ("prepare_scorer",),
     },
 )

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
         Message,
         ReceiptSettler,
         SupportsAcknowledgeMany,
+        SupportsSendAndAcknowledge,
         SupportsSendMany,
         acknowledge_all,
+        send_and_acknowledge,
     )
 
 
@@ -55,10 +57,12 @@ __all__ = [
     "ReceiptSettler",
     "RegistryResolver",
     "SupportsAcknowledgeMany",
+    "SupportsSendAndAcknowledge",
     "SupportsSendMany",
     "acknowledge_all",
     "check_receive_arguments",
     "check_timeout",
+    "send_and_acknowledge",
 ]
 
 __getattr__, __dir__ = _lazy.lazy_exports(
@@ -85,8 +89,10 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "Message",
             "ReceiptSettler",
             "SupportsAcknowledgeMany",
+            "SupportsSendAndAcknowledge",
             "SupportsSendMany",
             "acknowledge_all",
+            "send_and_acknowledge",
         ),
     },
 )

@@ -26,9 +26,11 @@ __all__ = [
     "Message",
     "ReceiptSettler",
     "SupportsAcknowledgeMany",
+    "SupportsSendAndAcknowledge",
     "SupportsSendMany",
     "acknowledge_all",
     "rebind",
+    "send_and_acknowledge",
 ]
 
 T = TypeVar("T")
@@ -153,6 +155,26 @@ class SupportsAcknowledgeMany(Protocol):
 
     def acknowledge_many(self, receipt_handles: Sequence[str]) -> list[bool]:
         """Delete the messages the handles own; one bool per handle, False when stale."""
+        ...
+
+
+@runtime_checkable
+class SupportsSendAndAcknowledge(Protocol):
+    """A mailbox that can send a body and acknowledge a delivery in one call (`RedisMailbox`).
+
+    Not part of `Mailbox`: `send_and_acknowledge` (the function) uses it when the target
+    has it, else sends and leaves the acknowledge to the caller.
+    """
+
+    def send_and_acknowledge(
+        self, body: Any, settler: ReceiptSettler, receipt_handle: str
+    ) -> tuple[str, bool]:
+        """Send `body` here, then acknowledge the delivery `settler` and `receipt_handle` name.
+
+        Returns the sent message's id and whether the delivery was acknowledged (False:
+        its handle was stale, or the two cannot be done together; the caller then
+        acknowledges it the usual way). Nothing is acknowledged when the send fails.
+        """
         ...
 
 
@@ -451,6 +473,30 @@ def rebind(
     )
     copy._decode_error = decode_error or message._decode_error
     return copy
+
+
+def send_and_acknowledge(target: Mailbox[R, Any], body: R, message: Message[Any, Any]) -> bool:
+    """Send `body` to `target`, then acknowledge `message`: one round trip where possible.
+
+    A worker answering a request does both; with `RedisMailbox`es on one Redis client
+    (`SupportsSendAndAcknowledge`) it is one atomic script call instead of two round
+    trips. Elsewhere `body` is sent and `message` is left for the caller to acknowledge.
+
+    Returns:
+        True when `message` was acknowledged here (it is then `settled`); False when the
+        caller still has to acknowledge it (a stale handle then raises there, as usual).
+
+    Raises:
+        Whatever `target.send` raises; then `message` is not acknowledged.
+    """
+    combined = getattr(target, "send_and_acknowledge", None)
+    if combined is None:
+        target.send(body)
+        return False
+    _, acknowledged = combined(body, message._settler, message._receipt_handle)
+    if acknowledged:
+        message._settled = True
+    return bool(acknowledged)
 
 
 def acknowledge_all(messages: Iterable[Message[Any, Any]]) -> list[Message[Any, Any]]:

