@@ -82,6 +82,9 @@ DEFAULT_TIMEOUT = 600.0
 """Seconds per sample when `--timeout` is not given (`--timeout 0`: no limit)."""
 DEFAULT_CONCURRENCY = 16
 """Samples in flight when `--concurrency` is not given."""
+DEFAULT_REQUEST_DEADLINE = 300.0
+"""`--request-deadline`'s default: `contrib.distributed.DEFAULT_REQUEST_DEADLINE` (not
+imported from there: that would load redis at start-up; a test keeps the two equal)."""
 CACHE_FILE = "response-cache.sqlite"
 """The default response cache, a file in the runs directory."""
 
@@ -219,6 +222,15 @@ def _run(
     run_timeout: Annotated[
         float | None, typer.Option(help="With --redis: seconds to wait for every result.")
     ] = None,
+    request_deadline: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="With --redis: seconds a request may go unanswered before the client checks "
+            "that it is still queued or held by a worker; one that is neither is sent again, "
+            "then recorded as an error of kind 'lost' (0: never).",
+        ),
+    ] = DEFAULT_REQUEST_DEADLINE,
     bundles: Annotated[
         str | None,
         typer.Option(
@@ -285,6 +297,7 @@ def _run(
                     plan, redis_url=redis, requests=requests, namespace=namespace,
                     runs_dir=runs_dir, run_id=the_id, resume=resume, epochs=epochs,
                     timeout=run_timeout, progress=progress, info=info,
+                    request_deadline=request_deadline or None,
                 )  # fmt: skip
             else:
                 report = run_eval(
@@ -426,6 +439,7 @@ def _run_on_redis(
     timeout: float | None,
     progress: Any,
     info: Mapping[str, Any],
+    request_deadline: float | None,
 ) -> EvalReport:
     """Submit the plan to Redis workers and collect the results into the run store."""
     from weakincentives import serde
@@ -454,13 +468,14 @@ def _run_on_redis(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=store, fingerprint=fingerprint, run_id=run_id,
             epochs=epochs, timeout=timeout, progress=progress, config=info,
+            request_deadline=request_deadline,
             provenance=serde.dump(provenance),
         )  # fmt: skip
     with store.resume(resume, fingerprint) as handle:
         return run_distributed(
             plan.dataset, plan.experiments, redis_url=redis_url, requests=requests,
             namespace=namespace, run_store=handle, fingerprint=fingerprint, epochs=epochs,
-            timeout=timeout, progress=progress, config=info,
+            timeout=timeout, progress=progress, config=info, request_deadline=request_deadline,
         )  # fmt: skip
 
 

@@ -54,7 +54,7 @@ ExpectedT = TypeVar("ExpectedT")
 
 ErrorKind = Literal[
     "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
-    "environment", "cancelled", "dead_letter",
+    "environment", "cancelled", "dead_letter", "lost",
 ]  # fmt: skip
 """Why a sample has no trustworthy score:
 
@@ -70,12 +70,14 @@ ErrorKind = Literal[
 - `cancelled`: the run was interrupted before the sample finished;
 - `dead_letter`: a worker gave up on the request (it kept failing on infrastructure
   after its retries, or its body could not be decoded) and dead-lettered it; the error
-  says why.
+  says why;
+- `lost`: the distributed client sent the request twice and each time it vanished
+  (neither queued, nor held by a worker, nor answered past its deadline).
 """
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "agent", "output_parsing", "no_output", "evaluator", "judge", "timeout", "budget",
-    "environment", "cancelled", "dead_letter",
+    "environment", "cancelled", "dead_letter", "lost",
 )  # fmt: skip
 """Every `ErrorKind`, in the order reports list them."""
 

@@ -14,6 +14,7 @@ from weakincentives.contrib.distributed._client import (
     run_distributed,
 )
 from weakincentives.contrib.distributed._connection import Backoff, redis_client
+from weakincentives.contrib.distributed._tracking import DEFAULT_REQUEST_DEADLINE
 from weakincentives.contrib.distributed._worker import (
     DistributedWorker,
     WorkerContext,
@@ -23,6 +24,7 @@ from weakincentives.contrib.distributed._worker import (
 )
 
 __all__ = [
+    "DEFAULT_REQUEST_DEADLINE",
     "Backoff",
     "DistributedWorker",
     "ProgressSink",

@@ -18,7 +18,9 @@ Lost work is noticed (see `_tracking`): a Redis that does not answer is refused 
 the run is created; a Redis that comes back without the run's requests (restarted
 without persistence, flushed) gets the outstanding ones again; after
 `STALL_NOTICE_SECONDS` without a result the client logs how many requests wait in the
-queue. Requests given up on by a worker come back as error results (kind
+queue; a request lost while Redis kept the rest (`request_deadline`, see
+`_tracking.RequestDeadline`) is sent again once, then recorded as an error of kind
+`lost`. Requests given up on by a worker come back as error results (kind
 `dead_letter`), so they count like any other result.
 """
 
@@ -52,7 +54,8 @@ from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_al
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
 from ._connection import Backoff, check_reachable, describe, redis_client
-from ._tracking import RunMarker, Watch
+from ._lost import LostRequests
+from ._tracking import DEFAULT_REQUEST_DEADLINE, RequestDeadline, RunMarker, Watch
 
 __all__ = ["ProgressSink", "reply_mailbox_name", "run_distributed"]
 
@@ -108,6 +111,7 @@ def run_distributed(
     config: Mapping[str, Any] | None = None,
     provenance: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    request_deadline: float | None = DEFAULT_REQUEST_DEADLINE,
 ) -> EvalReport:
     """Evaluate `dataset` under `experiments` on the workers serving `requests`.
 
@@ -137,6 +141,11 @@ def run_distributed(
         provenance: What produced the run (`RunProvenance`, JSON form), for the manifest
             of a run created here.
         clock: Clock of the timeout and of the backoff while Redis is unreachable.
+        request_deadline: Seconds a request may go unanswered before the client checks
+            that it still exists (default `DEFAULT_REQUEST_DEADLINE`, 300; None: never).
+            Past it, with the requests and the run's results mailboxes both empty, the
+            missing requests were lost: they are sent again once, then recorded as errors
+            of kind `lost`, each time in one log line.
 
     Returns:
         One result per request (`report.complete` says whether all arrived).
@@ -150,6 +159,11 @@ def run_distributed(
     """
     samples = list(dataset)
     _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
+    if request_deadline is not None and not request_deadline > 0:
+        raise ConfigurationError(
+            f"run_distributed: request_deadline must be > 0 seconds or None, got "
+            f"{request_deadline!r}"
+        )
     if isinstance(run_store, RunHandle) and not run_store.writable:
         raise ConfigurationError(
             f"run {run_store.run_id} is open read-only; pass RunStore.resume(...) or "
@@ -164,6 +178,7 @@ def run_distributed(
         "namespace": namespace,
         "epochs": epochs,
         "timeout": timeout,
+        "request_deadline": request_deadline,
         **dict(config or {}),
     }
     expected = _ExpectedKeys(samples, experiments, epochs)
@@ -188,7 +203,7 @@ def run_distributed(
             collector.restore(handle)
         report = _execute(
             samples, experiments, epochs, connection, requests, namespace, run_id,
-            collector, settings, clock, timeout,
+            collector, settings, clock, timeout, request_deadline,
         )  # fmt: skip
         status = "complete" if report.complete else "interrupted"
         return report
@@ -213,6 +228,7 @@ def _execute(
     settings: dict[str, Any],
     clock: Clock,
     timeout: float | None,
+    request_deadline: float | None,
 ) -> EvalReport:
     deadline = None if timeout is None else clock.monotonic() + timeout
     reply_name = reply_mailbox_name(run_id)
@@ -223,6 +239,7 @@ def _execute(
         reply_name, client=client, namespace=namespace, body_type=EvalResult
     )
     marker = RunMarker(client, namespace, run_id)
+    overdue = RequestDeadline(request_deadline, outbox, results, clock)
 
     def send_outstanding() -> bool:
         # Made as they are sent, a batch at a time: a million requests are never all in
@@ -242,9 +259,17 @@ def _execute(
         if not _submit(outbox, pending, reply_name, clock, deadline):
             return False
         _quietly(lambda: marker.mark(count), "marking the run's requests as sent")
+        overdue.restart()
         return True
 
-    watch = Watch(outbox, marker, send_outstanding, run_id, clock)
+    lost = LostRequests(samples, experiments, epochs, collector, overdue.seconds or 0.0)
+
+    def on_lost() -> None:
+        lost.give_up()  # those lost before: errors; the rest are sent again
+        if lost.send_again():
+            send_outstanding()
+
+    watch = Watch(outbox, marker, send_outstanding, run_id, clock, overdue, on_lost)
     try:
         if collector.missing and collector.restored and _still_in_redis(marker):
             _log.warning(
@@ -423,6 +448,13 @@ class _Collector:
         for result in handle.latest_results(strict=False):
             if result.key in completed and result.key in self.expected:
                 self._record(result)
+
+    def add(self, results: Sequence[EvalResult]) -> None:
+        """Store and report results made here (requests recorded as lost)."""
+        if self.handle is not None:
+            self.handle.extend(results)
+        for result in results:
+            self._record(result)
 
     def take(self, messages: Sequence[Message[EvalResult, Any]]) -> None:
         """Store and report the new results among `messages` (not acknowledged here)."""
