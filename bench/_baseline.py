@@ -62,6 +62,7 @@ def result_line(sample: Sample[Any, Any], output: Any, latency_ms: float, run_id
         "expected": expected,
         "cost": None,
         "judge_cost": None,
+        "session_id": None,
         "turns": [],
     }  # fmt: skip
     return json.dumps(line, separators=(",", ":")).encode() + b"\n"
