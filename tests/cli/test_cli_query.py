@@ -130,7 +130,8 @@ def test_schema_lists_tables_columns_and_examples(run_dir: Path) -> None:
     assert "Pass rate by experiment" in out.stdout and "Failing tool calls" in out.stdout
     data = json.loads(wink(run_dir, "--schema", "-f", "json", "--no-cache").stdout)
     results = next(t for t in data["tables"] if t["name"] == "results")
-    assert {"name": "metadata", "type": "JSON"}.items() <= results["columns"][18].items()
+    types = {column["name"]: column["type"] for column in results["columns"]}
+    assert (types["metadata"], types["session_id"]) == ("JSON", "TEXT")
     assert [e["sql"] for e in data["examples"]] == [sql for _, sql in RUN_EXAMPLES]
 
 
