@@ -10,12 +10,14 @@ score an `async def` target's output on the event loop instead of in a worker th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
 import sys
 import types
 import typing
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -49,6 +51,7 @@ __all__ = [
     "is_session_aware",
     "mark_plain",
     "named",
+    "remember_kind",
     "run_evaluator",
     "session_aware",
     "show",
@@ -272,6 +275,38 @@ def is_session_aware(fn: Callable[..., Any]) -> bool:
     marker = getattr(fn, SESSION_AWARE_ATTR, None)
     if isinstance(marker, bool):
         return marker
+    return remember_kind(_SESSION_AWARE, fn, _takes_session)
+
+
+_SESSION_AWARE: weakref.WeakKeyDictionary[Any, tuple[object, bool]] = weakref.WeakKeyDictionary()
+
+
+def remember_kind(
+    cache: weakref.WeakKeyDictionary[Any, tuple[object, bool]],
+    fn: Callable[..., Any],
+    decide: Callable[[Callable[..., Any]], bool],
+) -> bool:
+    """`decide(fn)`, kept per callable while it lives and while its annotations stay.
+
+    The kind of an evaluator is asked per sample, and reading a signature costs more than
+    the scoring it decides. A callable that cannot be weakly referenced or hashed is
+    decided each time; one whose `__annotations__` changed is decided again.
+    """
+    annotations = getattr(fn, "__annotations__", None)
+    seen = dict(annotations) if isinstance(annotations, dict) else None
+    try:
+        entry = cache.get(fn)
+    except TypeError:  # unhashable, or not weak-referenceable
+        return decide(fn)
+    if entry is not None and entry[0] == seen:
+        return entry[1]
+    found = decide(fn)
+    with contextlib.suppress(TypeError):
+        cache[fn] = (seen, found)
+    return found
+
+
+def _takes_session(fn: Callable[..., Any]) -> bool:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):

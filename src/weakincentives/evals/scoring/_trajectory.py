@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import inspect
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from typing_extensions import TypeVar as DefaultTypeVar
 
 from .._records import Sample, Score, Trajectory
+from ._protocols import remember_kind
 
 __all__ = [
     "TRAJECTORY_SCORER_ATTR",
@@ -100,6 +102,13 @@ def is_trajectory_scorer(fn: Callable[..., Any]) -> bool:
     marker = getattr(fn, TRAJECTORY_SCORER_ATTR, None)
     if isinstance(marker, bool):
         return marker
+    return remember_kind(_BY_SIGNATURE, fn, _takes_trajectory)  # asked per sample
+
+
+_BY_SIGNATURE: weakref.WeakKeyDictionary[Any, tuple[object, bool]] = weakref.WeakKeyDictionary()
+
+
+def _takes_trajectory(fn: Callable[..., Any]) -> bool:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
