@@ -48,6 +48,7 @@ from weakincentives.evals import (
     new_run_id,
 )
 from weakincentives.evals.runner import slim
+from weakincentives.evals.store import StoredResults
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_all
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
@@ -186,6 +187,7 @@ def run_distributed(
         collector = _Collector(expected, run_id, handle, progress)
         if handle is not None:
             collector.restore(handle)
+        collector.start()
         report = _execute(
             samples, experiments, epochs, connection, requests, namespace, run_id,
             collector, settings, clock, timeout,
@@ -273,11 +275,11 @@ def _execute(
         results.close()
     _log.info(
         "run %s: %d of %d results (%d duplicate and %d foreign replies dropped)",
-        run_id, len(collector.results), len(collector.expected), collector.duplicates,
+        run_id, len(collector.done), len(collector.expected), collector.duplicates,
         collector.foreign,
     )  # fmt: skip
     return EvalReport(
-        tuple(collector.results),
+        collector.report_results(),
         expected_count=len(collector.expected),
         run_id=run_id,
         config=dict(settings),
@@ -386,9 +388,11 @@ class _ExpectedKeys:
 class _Collector:
     """Keeps one result per expected key, storing and reporting each new one.
 
-    With a run store, each new result is stored whole and the report keeps its slim copy
-    (`weakincentives.evals.runner.slim`: no transcript, output, input or expected value;
-    the store has them), as the local runner does.
+    With a run store, each new result is stored whole and nothing of it is kept here:
+    the report reads this call's results back from the store (`StoredResults`, slim:
+    no transcript, output, input or expected value), as the local runner's does. Each
+    key is stored once (duplicates are dropped first), so the run handle is told to
+    count keys without remembering them (`expect_unique_keys`).
     """
 
     def __init__(
@@ -404,6 +408,9 @@ class _Collector:
         self.progress = progress
         self.done: set[_Key] = set()
         self.results: list[EvalResult] = []
+        """Without a store: every result. With one: a resumed run's earlier results."""
+        self._stored = 0
+        self._start = 0
         self.duplicates = 0
         self.foreign = 0
         self.restored = False
@@ -423,6 +430,23 @@ class _Collector:
         for result in handle.latest_results(strict=False):
             if result.key in completed and result.key in self.expected:
                 self._record(result)
+                self.results.append(slim(result))
+
+    def start(self) -> None:
+        """Mark where this call's results begin in the store (after `restore`)."""
+        if self.handle is not None:
+            self.handle.expect_unique_keys()
+            self._start = self.handle.results_path.stat().st_size
+
+    def report_results(self) -> Sequence[EvalResult]:
+        """What the report holds: the results, or (with a store) this call's read back."""
+        if self.handle is None:
+            return tuple(self.results)
+        return StoredResults(
+            self.handle.results_path, start=self._start,
+            end=self.handle.results_path.stat().st_size, count=self._stored,
+            earlier=tuple(self.results), transform=slim, report_fields=True,
+        )  # fmt: skip
 
     def take(self, messages: Sequence[Message[EvalResult, Any]]) -> None:
         """Store and report the new results among `messages` (not acknowledged here)."""
@@ -434,6 +458,7 @@ class _Collector:
                 self._record(result)
         if fresh and self.handle is not None:
             self.handle.extend(fresh)  # may raise: then nothing is acknowledged
+            self._stored += len(fresh)
 
     def _accept(self, message: Message[EvalResult, Any]) -> EvalResult | None:
         if message.decode_error is not None:
@@ -457,7 +482,8 @@ class _Collector:
 
     def _record(self, result: EvalResult) -> None:
         self.done.add(result.key)
-        self.results.append(result if self.handle is None else slim(result))
+        if self.handle is None:
+            self.results.append(result)
         if self.progress is not None:
             self.progress.advance(result)
 
