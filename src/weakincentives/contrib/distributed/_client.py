@@ -357,32 +357,60 @@ def _collect(
 
 
 class _ExpectedKeys:
-    """The keys a run expects: every (sample, experiment, epoch), without a set of them.
+    """The keys a run expects, each at a slot: every (sample, experiment, epoch).
 
-    A membership test and a length, computed from the sample ids, the experiment names
-    and the epoch count: a million-sample run does not hold a million tuples for it.
+    Computed from the samples' positions, the experiment names and the epoch count, so a
+    million-sample run holds one dictionary entry per sample (its id, shared with the
+    sample) and no tuple of any key.
     """
 
     def __init__(
         self, samples: Sequence[Sample[Any, Any]], experiments: Sequence[Experiment], epochs: int
     ) -> None:
-        self._ids = frozenset(s.id for s in samples)
-        self._names = frozenset(e.name for e in experiments)
+        self._positions = {s.id: i for i, s in enumerate(samples)}
+        self._names = {e.name: j for j, e in enumerate(experiments)}
         self._epochs = epochs
 
-    def __contains__(self, key: object) -> bool:
+    def slot(self, key: object) -> int | None:
+        """Where `key` is in `range(len(self))`, or None when the run does not expect it."""
         if not isinstance(key, tuple) or len(key) != 3:
-            return False
+            return None
         sample_id, name, epoch = key
-        return (
-            sample_id in self._ids
-            and name in self._names
-            and isinstance(epoch, int)
-            and 0 <= epoch < self._epochs
-        )
+        position = self._positions.get(sample_id)
+        experiment = self._names.get(name)
+        if position is None or experiment is None or type(epoch) is not int:
+            return None
+        if not 0 <= epoch < self._epochs:
+            return None
+        return (experiment * self._epochs + epoch) * len(self._positions) + position
+
+    def __contains__(self, key: object) -> bool:
+        return self.slot(key) is not None
 
     def __len__(self) -> int:
-        return len(self._ids) * len(self._names) * self._epochs
+        return len(self._positions) * len(self._names) * self._epochs
+
+
+class _DoneKeys:
+    """The expected keys that have a result: one byte per expected key, and a count."""
+
+    def __init__(self, expected: _ExpectedKeys) -> None:
+        self._expected = expected
+        self._done = bytearray(len(expected))
+        self._count = 0
+
+    def add(self, key: _Key) -> None:
+        slot = self._expected.slot(key)
+        if slot is not None and not self._done[slot]:
+            self._done[slot] = 1
+            self._count += 1
+
+    def __contains__(self, key: object) -> bool:
+        slot = self._expected.slot(key)
+        return slot is not None and bool(self._done[slot])
+
+    def __len__(self) -> int:
+        return self._count
 
 
 class _Collector:
@@ -406,7 +434,7 @@ class _Collector:
         self.run_id = run_id
         self.handle = handle
         self.progress = progress
-        self.done: set[_Key] = set()
+        self.done = _DoneKeys(expected)
         self.results: list[EvalResult] = []
         """Without a store: every result. With one: a resumed run's earlier results."""
         self._stored = 0
