@@ -192,7 +192,8 @@ def run_distributed(
             samples, experiments, epochs, connection, requests, namespace, run_id,
             collector, settings, clock, timeout,
         )  # fmt: skip
-        status = "complete" if report.complete else "interrupted"
+        # From the collector's count: `report.complete` would read every result back.
+        status = "complete" if collector.missing == 0 else "interrupted"
         return report
     finally:
         if progress is not None:
