@@ -39,6 +39,7 @@ from weakincentives.evals import (
     RunStore,
     Sample,
     Score,
+    StoredResults,
 )
 from weakincentives.experiment import BASELINE
 
@@ -132,7 +133,7 @@ def test_duplicate_and_foreign_replies_count_once_in_the_report_and_the_store(
 
 
 @pytest.mark.redis
-def test_with_a_store_the_report_keeps_slim_results_and_the_store_whole_ones(
+def test_with_a_store_the_report_reads_slim_results_back_and_the_store_has_them_whole(
     redis_server: RedisEndpoint, namespace: str, tmp_path: Path
 ) -> None:
     # The client's memory per result is the report's slim copy (as the local runner's):
@@ -148,6 +149,8 @@ def test_with_a_store_the_report_keeps_slim_results_and_the_store_whole_ones(
         )
 
     assert report.complete and report.pass_rate == 1.0
+    # Nothing of the results was kept while collecting: the report reads them back.
+    assert isinstance(report.results, StoredResults) and len(report.results) == 4
     assert all(r.request_id is None for r in report.results)
     stored = list(store.open(str(report.run_id)).iter_results())
     assert sorted(r.key for r in stored) == sorted(r.key for r in report.results)

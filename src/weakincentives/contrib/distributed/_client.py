@@ -50,6 +50,7 @@ from weakincentives.evals import (
     new_run_id,
 )
 from weakincentives.evals.runner import slim
+from weakincentives.evals.store import StoredResults
 from weakincentives.runtime.mailbox import MAX_MESSAGES, Message, acknowledge_all
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
@@ -201,11 +202,13 @@ def run_distributed(
         collector = _Collector(expected, run_id, handle, progress)
         if handle is not None:
             collector.restore(handle)
+        collector.start()
         report = _execute(
             samples, experiments, epochs, connection, requests, namespace, run_id,
             collector, settings, clock, timeout, request_deadline,
         )  # fmt: skip
-        status = "complete" if report.complete else "interrupted"
+        # From the collector's count: `report.complete` would read every result back.
+        status = "complete" if collector.missing == 0 else "interrupted"
         return report
     finally:
         if progress is not None:
@@ -298,11 +301,11 @@ def _execute(
         results.close()
     _log.info(
         "run %s: %d of %d results (%d duplicate and %d foreign replies dropped)",
-        run_id, len(collector.results), len(collector.expected), collector.duplicates,
+        run_id, len(collector.done), len(collector.expected), collector.duplicates,
         collector.foreign,
     )  # fmt: skip
     return EvalReport(
-        tuple(collector.results),
+        collector.report_results(),
         expected_count=len(collector.expected),
         run_id=run_id,
         config=dict(settings),
@@ -380,40 +383,70 @@ def _collect(
 
 
 class _ExpectedKeys:
-    """The keys a run expects: every (sample, experiment, epoch), without a set of them.
+    """The keys a run expects, each at a slot: every (sample, experiment, epoch).
 
-    A membership test and a length, computed from the sample ids, the experiment names
-    and the epoch count: a million-sample run does not hold a million tuples for it.
+    Computed from the samples' positions, the experiment names and the epoch count, so a
+    million-sample run holds one dictionary entry per sample (its id, shared with the
+    sample) and no tuple of any key.
     """
 
     def __init__(
         self, samples: Sequence[Sample[Any, Any]], experiments: Sequence[Experiment], epochs: int
     ) -> None:
-        self._ids = frozenset(s.id for s in samples)
-        self._names = frozenset(e.name for e in experiments)
+        self._positions = {s.id: i for i, s in enumerate(samples)}
+        self._names = {e.name: j for j, e in enumerate(experiments)}
         self._epochs = epochs
 
-    def __contains__(self, key: object) -> bool:
+    def slot(self, key: object) -> int | None:
+        """Where `key` is in `range(len(self))`, or None when the run does not expect it."""
         if not isinstance(key, tuple) or len(key) != 3:
-            return False
+            return None
         sample_id, name, epoch = key
-        return (
-            sample_id in self._ids
-            and name in self._names
-            and isinstance(epoch, int)
-            and 0 <= epoch < self._epochs
-        )
+        position = self._positions.get(sample_id)
+        experiment = self._names.get(name)
+        if position is None or experiment is None or type(epoch) is not int:
+            return None
+        if not 0 <= epoch < self._epochs:
+            return None
+        return (experiment * self._epochs + epoch) * len(self._positions) + position
+
+    def __contains__(self, key: object) -> bool:
+        return self.slot(key) is not None
 
     def __len__(self) -> int:
-        return len(self._ids) * len(self._names) * self._epochs
+        return len(self._positions) * len(self._names) * self._epochs
+
+
+class _DoneKeys:
+    """The expected keys that have a result: one byte per expected key, and a count."""
+
+    def __init__(self, expected: _ExpectedKeys) -> None:
+        self._expected = expected
+        self._done = bytearray(len(expected))
+        self._count = 0
+
+    def add(self, key: _Key) -> None:
+        slot = self._expected.slot(key)
+        if slot is not None and not self._done[slot]:
+            self._done[slot] = 1
+            self._count += 1
+
+    def __contains__(self, key: object) -> bool:
+        slot = self._expected.slot(key)
+        return slot is not None and bool(self._done[slot])
+
+    def __len__(self) -> int:
+        return self._count
 
 
 class _Collector:
     """Keeps one result per expected key, storing and reporting each new one.
 
-    With a run store, each new result is stored whole and the report keeps its slim copy
-    (`weakincentives.evals.runner.slim`: no transcript, output, input or expected value;
-    the store has them), as the local runner does.
+    With a run store, each new result is stored whole and nothing of it is kept here:
+    the report reads this call's results back from the store (`StoredResults`, slim:
+    no transcript, output, input or expected value), as the local runner's does. Each
+    key is stored once (duplicates are dropped first), so the run handle is told to
+    count keys without remembering them (`expect_unique_keys`).
     """
 
     def __init__(
@@ -427,8 +460,11 @@ class _Collector:
         self.run_id = run_id
         self.handle = handle
         self.progress = progress
-        self.done: set[_Key] = set()
+        self.done = _DoneKeys(expected)
         self.results: list[EvalResult] = []
+        """Without a store: every result. With one: a resumed run's earlier results."""
+        self._stored = 0
+        self._start = 0
         self.duplicates = 0
         self.foreign = 0
         self.restored = False
@@ -448,6 +484,23 @@ class _Collector:
         for result in handle.latest_results(strict=False):
             if result.key in completed and result.key in self.expected:
                 self._record(result)
+                self.results.append(slim(result))
+
+    def start(self) -> None:
+        """Mark where this call's results begin in the store (after `restore`)."""
+        if self.handle is not None:
+            self.handle.expect_unique_keys()
+            self._start = self.handle.results_path.stat().st_size
+
+    def report_results(self) -> Sequence[EvalResult]:
+        """What the report holds: the results, or (with a store) this call's read back."""
+        if self.handle is None:
+            return tuple(self.results)
+        return StoredResults(
+            self.handle.results_path, start=self._start,
+            end=self.handle.results_path.stat().st_size, count=self._stored,
+            earlier=tuple(self.results), transform=slim, report_fields=True,
+        )  # fmt: skip
 
     def add(self, results: Sequence[EvalResult]) -> None:
         """Store and report results made here (requests recorded as lost)."""
@@ -466,6 +519,7 @@ class _Collector:
                 self._record(result)
         if fresh and self.handle is not None:
             self.handle.extend(fresh)  # may raise: then nothing is acknowledged
+            self._stored += len(fresh)
 
     def _accept(self, message: Message[EvalResult, Any]) -> EvalResult | None:
         if message.decode_error is not None:
@@ -489,7 +543,8 @@ class _Collector:
 
     def _record(self, result: EvalResult) -> None:
         self.done.add(result.key)
-        self.results.append(result if self.handle is None else slim(result))
+        if self.handle is None:
+            self.results.append(result)
         if self.progress is not None:
             self.progress.advance(result)
 
