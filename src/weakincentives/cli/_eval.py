@@ -29,7 +29,6 @@ from weakincentives.evals import (
     EvalReport,
     RunStore,
     new_run_id,
-    run_eval,
 )
 from weakincentives.runtime import AgentLoop
 
@@ -300,6 +299,8 @@ def _run(
                     request_deadline=request_deadline or None,
                 )  # fmt: skip
             else:
+                from weakincentives.evals import run_eval  # the runner loads anyio's backend
+
                 report = run_eval(
                     plan.dataset, plan.target, plan.evaluator,
                     experiments=plan.experiments, epochs=epochs,
