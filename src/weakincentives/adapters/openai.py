@@ -30,23 +30,15 @@ import copy
 import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import openai
 
-from weakincentives.clock import SYSTEM_CLOCK, Clock, async_sleep
+from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import (
-    AdapterConnectionError,
-    AdapterError,
     AdapterResponseError,
-    AdapterTimeoutError,
     ConfigurationError,
-    DeadlineExceededError,
-    ProviderRequestError,
-    ProviderServerError,
-    RateLimitError,
 )
 from weakincentives.prompt import Prompt
 from weakincentives.runtime.limits import Budget, Deadline
@@ -57,34 +49,28 @@ from ._loop import arun_prompt, run_prompt
 from ._openai_client import LoopClients, make_client
 from ._openai_wire import decode_completion, encode_request, excerpt, parse_retry_after
 from ._provenance import AdapterInfo, strip_credentials
-from ._retry import MIN_GUARDED_KEY, KeyFreeCache, check_limits, left
+from ._retry import (
+    MIN_GUARDED_KEY,
+    Failure,
+    KeyFreeCache,
+    RetryPolicy,
+    asend_with_retries,
+    check_limits,
+    connection_failure,
+    send_with_retries,
+    status_failure,
+    timeout_failure,
+)
 from ._types import Heartbeat, ModelRequest, ModelTurn, PromptResponse, ResponseCache
 
 __all__ = ["OpenAIAdapter"]
 
 OutputT = TypeVar("OutputT")
 
-_BASE_BACKOFF = 0.5
-"""Seconds before the first retry when the server gives no `Retry-After`."""
-_MAX_BACKOFF = 8.0
-"""Cap of the exponential backoff, in seconds."""
-_MAX_RETRY_AFTER = 300.0
-"""A longer `Retry-After` is not waited out: the adapter gives up at once."""
 _SERVER_TEMPERATURE = 1.0
 """The temperature assumed when none is sent: OpenAI's documented default, which samples."""
 _SETTINGS = ("temperature", "timeout", "max_turns", "max_retries", "output_retries")
 """`with_model` parameters that are adapter settings rather than request body fields."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    """One failed attempt, translated."""
-
-    error: type[AdapterError]
-    message: str
-    retryable: bool
-    retry_after: float | None = None
-    cause: BaseException | None = None
 
 
 class OpenAIAdapter:
@@ -354,37 +340,45 @@ class OpenAIAdapter:
 
     def _call_model(self, request: ModelRequest) -> ModelTurn:
         params, where = self._params(request)
-        started = self.clock.monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            timeout = self._attempt_timeout(request, started, attempt, where)
-            try:
-                raw = self._client.chat.completions.with_raw_response.create(
-                    **params, timeout=timeout
-                )
-            except openai.OpenAIError as exc:
-                self.clock.sleep(self._retry_delay(exc, request, started, attempt, where, timeout))
-                continue
-            return self._decode(raw.content, where, request.turn)
+
+        def send(timeout: float) -> bytes:
+            raw = self._client.chat.completions.with_raw_response.create(**params, timeout=timeout)
+            return raw.content
+
+        data = send_with_retries(
+            send,
+            lambda exc, timeout: self._translate(exc, where, timeout),
+            where=where,
+            budget=request.timeout,
+            policy=self._policy,
+            redact=self._redact,
+        )
+        return self._decode(data, where, request.turn)
 
     async def _acall_model(self, request: ModelRequest) -> ModelTurn:
         params, where = self._params(request)
         client = await self._async_clients.get()
-        started = self.clock.monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            timeout = self._attempt_timeout(request, started, attempt, where)
-            try:
-                raw = await client.chat.completions.with_raw_response.create(
-                    **params, timeout=timeout
-                )
-            except openai.OpenAIError as exc:
-                delay = self._retry_delay(exc, request, started, attempt, where, timeout)
-                await async_sleep(self.clock, delay)
-                continue
-            return self._decode(raw.content, where, request.turn)
+
+        async def send(timeout: float) -> bytes:
+            raw = await client.chat.completions.with_raw_response.create(**params, timeout=timeout)
+            content: bytes = raw.content
+            return content
+
+        data = await asend_with_retries(
+            send,
+            lambda exc, timeout: self._translate(exc, where, timeout),
+            where=where,
+            budget=request.timeout,
+            policy=self._policy,
+            redact=self._redact,
+        )
+        return self._decode(data, where, request.turn)
+
+    @property
+    def _policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=self.max_retries, timeout=self.timeout, clock=self.clock, rng=self._rng
+        )
 
     def _params(self, request: ModelRequest) -> tuple[dict[str, Any], str]:
         """The SDK's keyword arguments for `request`, and where errors say it went."""
@@ -392,38 +386,6 @@ class OpenAIAdapter:
         if self.extra_body:
             params["extra_body"] = self.extra_body
         return params, f"prompt {request.prompt_name}: model {self.model!r} at {self.base_url}"
-
-    def _attempt_timeout(
-        self, request: ModelRequest, started: float, attempt: int, where: str
-    ) -> float:
-        """The HTTP timeout of this attempt: the adapter's, cut to the run's deadline."""
-        remaining = left(request.timeout, started, self.clock)
-        timeout = self.timeout if remaining is None else min(self.timeout, remaining)
-        if timeout <= 0:
-            raise DeadlineExceededError(
-                f"{where}: the run's deadline passed before the model answered "
-                f"({attempt - 1} attempts)",
-            )
-        return timeout
-
-    def _retry_delay(
-        self,
-        exc: openai.OpenAIError,
-        request: ModelRequest,
-        started: float,
-        attempt: int,
-        where: str,
-        timeout: float,
-    ) -> float:
-        """Seconds to wait before retrying after `exc` (raises its translation on giving up)."""
-        failure = self._translate(exc, where, timeout)
-        delay, reason = self._plan_retry(
-            failure, attempt, left(request.timeout, started, self.clock)
-        )
-        if delay is None:
-            message = self._redact(f"{failure.message}{reason}")
-            raise failure.error(message) from failure.cause
-        return delay
 
     def _decode(self, content: bytes, where: str, turn: int) -> ModelTurn:
         try:
@@ -433,90 +395,31 @@ class OpenAIAdapter:
                 raise AdapterResponseError(self._redact(str(exc))) from None
             raise
 
-    def _translate(self, exc: openai.OpenAIError, where: str, timeout: float) -> _Failure:
+    def _translate(self, exc: Exception, where: str, timeout: float) -> Failure | None:
+        if not isinstance(exc, openai.OpenAIError):
+            return None
         # The SDK's message may quote the response body; drop it from the chain if the
         # body echoes the key (the chain is printed with every traceback).
         cause = None if self._secret and self._secret in f"{exc} {exc.__cause__}" else exc
         if isinstance(exc, openai.APITimeoutError):
-            return _Failure(
-                AdapterTimeoutError,
-                f"{where}: no answer within {timeout:.2f}s; raise timeout= or the run's deadline",
-                retryable=False,
-                cause=cause,
-            )
+            return timeout_failure(where, timeout, cause)
         if isinstance(exc, openai.APIConnectionError):
             detail = f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ else exc
-            return _Failure(
-                AdapterConnectionError,
-                f"{where}: cannot reach the server ({detail}); check base_url and that it runs",
-                retryable=True,
+            return connection_failure(where, detail, cause)
+        if isinstance(exc, openai.APIStatusError):
+            return status_failure(
+                exc.status_code,
+                excerpt(exc.response.text) or "(empty body)",
+                where,
+                retry_after=parse_retry_after(exc.response.headers, now=self.clock.now()),
                 cause=cause,
             )
-        if isinstance(exc, openai.APIStatusError):
-            return self._translate_status(exc, where, cause)
-        return _Failure(
+        return Failure(
             AdapterResponseError,
             f"{where}: the SDK failed on the answer: {type(exc).__name__}: {excerpt(str(exc))}",
             retryable=False,
             cause=cause,
         )
-
-    def _translate_status(
-        self, exc: openai.APIStatusError, where: str, cause: BaseException | None
-    ) -> _Failure:
-        status = exc.status_code
-        body = excerpt(exc.response.text) or "(empty body)"
-        retry_after = parse_retry_after(exc.response.headers, now=self.clock.now())
-        if status == 429:
-            return _Failure(
-                RateLimitError,
-                f"{where}: rate limited (HTTP 429): {body}",
-                retryable=True,
-                retry_after=retry_after,
-                cause=cause,
-            )
-        if status >= 500:
-            return _Failure(
-                ProviderServerError,
-                f"{where}: server error (HTTP {status}): {body}",
-                retryable=True,
-                retry_after=retry_after,
-                cause=cause,
-            )
-        return _Failure(
-            ProviderRequestError,
-            f"{where}: request rejected (HTTP {status}): {body}; "
-            "check the model name, the API key and the request options",
-            retryable=False,
-            cause=cause,
-        )
-
-    def _plan_retry(
-        self, failure: _Failure, attempt: int, left: float | None
-    ) -> tuple[float | None, str]:
-        """Seconds to sleep before the next attempt, or None and why the adapter gives up."""
-        if not failure.retryable:
-            return None, ""
-        if attempt > self.max_retries:
-            return None, f" (gave up after {attempt} attempts; raise max_retries to try longer)"
-        if failure.retry_after is not None:
-            delay = failure.retry_after
-            if delay > _MAX_RETRY_AFTER:
-                return None, (
-                    f" (gave up after {attempt} attempts: the server asked to wait {delay:.0f}s, "
-                    f"more than the {_MAX_RETRY_AFTER:.0f}s this adapter waits)"
-                )
-        else:
-            # Exponential backoff with "equal jitter": half fixed, half random, so
-            # clients that failed together do not all come back together.
-            ceiling = min(_MAX_BACKOFF, _BASE_BACKOFF * 2 ** (attempt - 1))
-            delay = ceiling / 2 + self._rng.uniform(0, ceiling / 2)
-        if left is not None and delay >= left:
-            return None, (
-                f" (gave up after {attempt} attempts: the run's deadline leaves {left:.2f}s, "
-                f"less than the {delay:.2f}s wait before the next one)"
-            )
-        return delay, ""
 
     def _redact(self, text: str) -> str:
         # A short key (a local server's placeholder) would mangle words, and is no secret.
