@@ -616,8 +616,9 @@ def test_deadline_already_passed_and_unknown_sdk_errors_are_translated(
     with pytest.raises(DeadlineExceededError, match="deadline passed"):
         adapter._call_model(ModelRequest(messages=(), prompt_name="p", timeout=-0.1))
     failure = adapter._translate(openai.OpenAIError("odd"), "prompt p", 1.0)
-    assert failure.error is AdapterResponseError
+    assert failure is not None and failure.error is AdapterResponseError
     assert "OpenAIError: odd" in failure.message
+    assert adapter._translate(ValueError("not the SDK's"), "prompt p", 1.0) is None
 
 
 def _echo_key(request: RecordedRequest, status: int) -> Reply:
