@@ -197,6 +197,15 @@ def test_workers_and_the_client_ride_out_a_redis_outage_and_restart(
         )
         private_server.start()
         client.join(245)
+
+        def recovered() -> bool:  # a worker still in its backoff says so when it polls
+            logs = [w.log_path.read_text(errors="replace") for w, _ in workers.live]
+            return all(
+                log.count("backend reachable again") >= min(1, log.count("backend unreachable"))
+                for log in logs
+            )
+
+        wait_until(recovered, timeout=60, what="every worker that saw the outage back")
         survivors = [w.alive() for w, _ in workers.live]
         logs = workers.logs()
     finally:
