@@ -6,7 +6,9 @@ connections set aside die with it and the mailbox must carry on through the clie
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,9 @@ from tests.helpers.redis_server import (
     missing_redis,
     unique_namespace,
 )
-from weakincentives.contrib.mailbox import RedisMailbox
+from weakincentives.contrib.mailbox import RedisMailbox, _direct, _scripts
 from weakincentives.contrib.mailbox._direct import DirectCalls, direct_calls
+from weakincentives.contrib.mailbox._redis import _new_id
 from weakincentives.errors import MailboxFullError, ReceiptHandleExpiredError
 from weakincentives.runtime.mailbox import (
     InMemoryMailbox,
@@ -214,3 +217,71 @@ def test_a_restarted_server_is_reached_again_through_the_client(
     finally:
         mailbox.close()
         client.close()
+
+
+def test_direct_calls_read_replies_straight_off_a_hiredis_connection(
+    redis_server: RedisEndpoint,
+) -> None:
+    client = redis_server.client()
+    try:
+        calls = direct_calls(client)
+        assert calls is not None
+        calls.call("PING")  # the first call connects through redis-py
+        (conn,) = calls._idle
+        assert _direct._raw_socket_ok(conn)
+        big = b"x" * 200_000  # a reply longer than the connection's read buffer
+        key = f"{unique_namespace()}:big"
+        assert calls.call("SET", key, big) in (b"OK", True)
+        assert calls.call("GET", key) == big
+        with pytest.raises(redis.exceptions.NoScriptError):  # mapped as redis-py maps it
+            calls.call("EVALSHA", "0" * 40, 0)
+        assert calls.call("DEL", key) == 1
+        assert calls._idle == [conn]  # an error reply leaves the connection in use
+    finally:
+        client.close()
+
+
+def test_a_resp3_push_on_a_direct_connection_drops_it_and_the_next_call_works(
+    redis_server: RedisEndpoint,
+) -> None:
+    client = redis_server.client(protocol=3)
+    other = redis_server.client()
+    key = f"{unique_namespace()}:tracked"
+    try:
+        calls = direct_calls(client)
+        assert calls is not None
+        other.set(key, "1")
+        calls.call("CLIENT", "TRACKING", "ON")  # the server now pushes invalidations
+        calls.call("GET", key)
+        other.set(key, "2")  # -> an invalidation push on the direct connection
+
+        with pytest.raises(redis.ConnectionError, match="push"):
+            calls.call("PING")
+
+        assert calls._idle == []  # the connection went back to the pool, disconnected
+        assert calls.call("GET", key) == b"2"
+    finally:
+        other.delete(key)
+        other.close()
+        client.close()
+
+
+def test_message_ids_are_random_version_4_uuids() -> None:
+    ids = [_new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+
+
+def test_each_script_defines_only_the_lua_functions_it_calls() -> None:
+    for name in _scripts.__all__:
+        source = getattr(_scripts, name)
+        if not isinstance(source, str):
+            continue
+        defined = re.findall(r"local function (\w+)", source)
+        for function in defined:
+            calls = re.findall(rf"\b{function}\(", source)
+            assert len(calls) > 1, f"{name} defines {function} without calling it"

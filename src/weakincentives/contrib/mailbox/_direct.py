@@ -8,6 +8,13 @@ client's own pool aside (one per thread calling at the same moment, shared by ev
 mailbox on that client), packs with hiredis and sends and reads on them directly: a
 round trip of send, receive and acknowledge costs about half the client CPU.
 
+On a connection that parses with hiredis (redis-py's default when hiredis is installed,
+over RESP2 or RESP3), the command goes straight onto the connection's socket and the reply is read
+with the connection's own hiredis reader and buffer: redis-py's `read_response` adds
+checks for push messages, maintenance events and a second layer of error handling that
+cost about a tenth of a mailbox call. Other connections go through
+`send_packed_command` and `read_response`.
+
 It is only a fast path. A connection or timeout error is raised as itself, and the
 mailbox then runs the command again through the client, whose retry policy reconnects
 (a command may run twice; delivery is at-least-once anyway). Clients it cannot serve
@@ -27,10 +34,21 @@ import redis
 from redis.connection import ConnectionPool
 
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+_Push: type[Any] | None
 try:
     from hiredis import pack_command as _hiredis_pack
+
+    _Push = getattr(__import__("hiredis"), "PushNotification", None)  # hiredis >= 3.2
 except ImportError:  # pragma: no cover - hiredis is in the redis extra
-    _hiredis_pack = None
+    _hiredis_pack = _Push = None
+
+_HiredisParser: type[Any] | None
+_NOT_ENOUGH_DATA: object
+try:  # redis-py's own parser class and "reply incomplete" marker (private, so guarded)
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _HiredisParser
+except ImportError:  # pragma: no cover - another redis-py layout: the general path
+    _HiredisParser, _NOT_ENOUGH_DATA = None, object()
 
 __all__ = ["DirectCalls", "direct_calls"]
 
@@ -86,11 +104,14 @@ class DirectCalls:
             # redis-py 5+ takes no arguments (types-redis still describes redis 4).
             conn = self._pool.get_connection()  # type: ignore[call-arg]
         try:
-            if _hiredis_pack is not None:
-                conn.send_packed_command((_hiredis_pack(args),))
-            else:  # pragma: no cover - hiredis is in the redis extra
+            if _hiredis_pack is None:  # pragma: no cover - hiredis is in the redis extra
                 conn.send_command(*args)
-            reply = conn.read_response()
+                reply = conn.read_response()
+            elif _raw_socket_ok(conn):
+                reply = _round_trip(conn, _hiredis_pack(args))
+            else:
+                conn.send_packed_command((_hiredis_pack(args),))
+                reply = conn.read_response()
         except redis.ResponseError:
             self._keep(conn)  # the error reply was read whole: the connection is clean
             raise
@@ -106,3 +127,49 @@ class DirectCalls:
             self._idle.append(conn)
         else:
             self._pool.release(conn)
+
+
+def _raw_socket_ok(conn: Any) -> bool:
+    """Whether `conn` is connected and parses with hiredis, so it can be read raw."""
+    parser = getattr(conn, "_parser", None)
+    return (
+        type(parser) is _HiredisParser
+        and getattr(parser, "_sock", None) is not None
+        and getattr(parser, "_reader", None) is not None
+    )
+
+
+def _round_trip(conn: Any, packed: bytes) -> Any:
+    """Send `packed` on the socket of `conn` and read one reply with its hiredis reader.
+
+    Raises:
+        redis.ResponseError: The reply is an error (raised as the class redis-py maps
+            it to, e.g. `NoScriptError`).
+        redis.ConnectionError, redis.TimeoutError: The socket failed or timed out, or
+            a RESP3 push came instead of the reply.
+    """
+    parser = conn._parser
+    sock, reader, buffer = parser._sock, parser._reader, parser._buffer
+    try:
+        sock.sendall(packed)
+        reply = reader.gets()
+        while reply is _NOT_ENOUGH_DATA:
+            received = sock.recv_into(buffer)
+            if received == 0:
+                raise redis.ConnectionError("Connection closed by server.")
+            reader.feed(buffer, 0, received)
+            reply = reader.gets()
+    except TimeoutError as exc:  # socket.timeout is TimeoutError
+        raise redis.TimeoutError(f"Timeout on the Redis socket: {exc}") from exc
+    except OSError as exc:
+        raise redis.ConnectionError(f"Error on the Redis socket: {exc}") from exc
+    if isinstance(reply, redis.ResponseError):  # the reader builds error replies
+        raise reply
+    if isinstance(reply, redis.ConnectionError):  # a protocol error
+        raise reply
+    if _Push is not None and isinstance(reply, _Push):
+        # A RESP3 push (a server notice) where a reply was due: this path does not
+        # dispatch pushes, so the connection is dropped and the command runs again
+        # through the client, which does.
+        raise redis.ConnectionError("a RESP3 push arrived on a direct connection")
+    return reply

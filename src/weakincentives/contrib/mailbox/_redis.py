@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -203,7 +204,7 @@ class RedisMailbox(Generic[T, R]):
             raise MailboxArgumentError("reply_to must be a mailbox, a non-empty name, or None")
         self._check_open()
         payload = self._codec.encode(body)
-        message_id = str(uuid.uuid4())
+        message_id = _new_id()
         args = [message_id, payload, reply_name or "", delay * 1000, self._max_size]
         if not self._run("send", args):
             raise MailboxFullError(
@@ -249,7 +250,7 @@ class RedisMailbox(Generic[T, R]):
         for body in bodies:
             if len(ids) % SEND_CHUNK == 0:
                 chunks.append([self._ttl_ms, reply_name or "", delay * 1000])
-            ids.append(str(uuid.uuid4()))
+            ids.append(_new_id())
             chunks[-1] += (ids[-1], encode(body))
         with self._translate("sending a batch"):
             if len(chunks) == 1:
@@ -284,7 +285,7 @@ class RedisMailbox(Generic[T, R]):
             return self.send(body), False
         self._check_open()
         source._check_open()
-        message_id = str(uuid.uuid4())
+        message_id = _new_id()
         args = [message_id, self._codec.encode(body), "", self._max_size, receipt_handle]
         try:
             sent, acknowledged = self._run("send_and_acknowledge", args, extra_keys=source._keys)
@@ -319,8 +320,10 @@ class RedisMailbox(Generic[T, R]):
         """
         check_receive_arguments(max_messages, visibility_timeout, wait_time_seconds)
         self._check_open()
-        token = uuid.uuid4().hex
-        args = [max_messages, visibility_timeout * 1000, token]
+        args = [max_messages, visibility_timeout * 1000, os.urandom(16).hex()]
+        if wait_time_seconds == 0:  # one script call, nothing to wake on close
+            rows = self._run("receive", args)[1]
+            return [self._message(row) for row in rows]
         with self._polling():
             started = self._clock.monotonic()
             # Seconds spent in blocks that timed out: ends the poll even under a clock
@@ -483,6 +486,13 @@ class RedisMailbox(Generic[T, R]):
                 client=self._client, namespace=self._namespace, queue_ttl=self._queue_ttl
             )
         return self._default_resolver
+
+
+def _new_id() -> str:
+    """A random (version 4) UUID as text, like `str(uuid.uuid4())` at a third of its cost."""
+    digits = os.urandom(16).hex()
+    variant = "89ab"[int(digits[16], 16) & 3]
+    return f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{variant}{digits[17:20]}-{digits[20:]}"
 
 
 class _Settler:
