@@ -1,8 +1,13 @@
-"""The provenance header `wink eval report` prints above a run's report."""
+"""The header `wink eval report` prints above a run's report: provenance and run info.
+
+Standard library and `evals` only: `wink eval report` and `wink eval list` import it
+without the modules that plan a run.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +15,7 @@ from weakincentives.evals import RunStore
 from weakincentives.evals.store import MANIFEST_FILE
 from weakincentives.redaction import default_redactor
 
-__all__ = ["provenance_lines", "run_provenance"]
+__all__ = ["header_lines", "provenance_lines", "run_info_of", "run_provenance"]
 
 
 def run_provenance(run: str, runs_dir: Path) -> dict[str, Any] | None:
@@ -67,3 +72,35 @@ def provenance_lines(provenance: dict[str, Any]) -> list[str]:
     ]
     redactor = default_redactor()
     return [redactor.text(line) for line in lines]
+
+
+def header_lines(info: Mapping[str, Any]) -> list[str]:
+    """The report header's lines about a run (its `run_info`): dataset, selection, model..."""
+    lines = []
+    dataset = info.get("dataset")
+    if isinstance(dataset, Mapping):
+        sha = str(dataset.get("sha256") or "")[:12]
+        lines.append(
+            f"Dataset: {dataset.get('location')} ({dataset.get('format')}"
+            + (f", sha256 {sha}" if sha else "")
+            + ")"
+        )
+    for key, label in (("selection", "Selection"), ("model", "Model")):
+        if info.get(key):
+            lines.append(f"{label}: {info[key]}")
+    tags = info.get("tags")
+    if isinstance(tags, list) and tags:
+        lines.append(f"Tags: {', '.join(map(str, tags))}")
+    if info.get("note"):
+        lines.append(f"Note: {info['note']}")
+    return lines
+
+
+_INFO_KEYS = ("model", "dataset", "selection", "tags", "note")
+
+
+def run_info_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `run_info` of a report's config: a fresh run's, or a stored run's manifest."""
+    inner = config.get("config")
+    source = inner if isinstance(inner, Mapping) and "fingerprint" in config else config
+    return {key: source[key] for key in _INFO_KEYS if key in source}

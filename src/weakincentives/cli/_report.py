@@ -20,13 +20,12 @@ from weakincentives.evals import EvalReport, RunStore
 
 from ._console import fail
 from ._pairing import across, experiments_in_order, within
-from ._plan import header_lines, run_info_of
-from ._provenance import provenance_lines, run_provenance
+from ._provenance import header_lines, provenance_lines, run_info_of, run_provenance
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["compare_command", "report_command"]
+__all__ = ["compare_command", "register", "report_command"]
 
 
 _P = ParamSpec("_P")
@@ -213,3 +212,9 @@ def compare_command(
                 merged.render(console, baseline=base)
     except (WinkError, ValueError) as exc:
         _fail(exc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` and `compare` to `app` (the `wink eval` group)."""
+    app.command("report")(report_command)
+    app.command("compare")(compare_command)
