@@ -59,6 +59,7 @@ from weakincentives.experiment import BASELINE, CONTROL
 
 from .. import stats
 from ._checks import check_rates
+from ._collector import collector_paused
 from ._comparison import ExperimentComparison
 from ._cost import cost_delta, cost_summary
 from ._family import compare_all
@@ -77,6 +78,7 @@ SUMMARY_FORMAT = "weakincentives.eval_report_summary"
 """The `format` field of `report_to_dict`'s output."""
 
 
+@collector_paused()
 def report_to_dict(report: ReportView, *, baseline: str | None = None) -> dict[str, Any]:
     """Return the statistics of `report` as JSON-compatible data (shape in module docs).
 

@@ -16,8 +16,6 @@ not parse is skipped (with a log warning); a bad line anywhere else is an error.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import logging
 import os
@@ -31,6 +29,7 @@ from weakincentives.errors import InvalidReportError, SerdeError
 
 from .._records import EvalResult
 from ..store import MANIFEST_FILE, RESULTS_FILE, SlimDecoder
+from ._collector import collector_paused
 
 __all__ = [
     "REPORT_FORMAT",
@@ -147,7 +146,7 @@ def _read_file(
     results: list[EvalResult] = []
     by_key: dict[tuple[str, str, int], EvalResult] = {}
     lines = _Lines(source)
-    with _collector_paused():
+    with collector_paused():
         for lineno, line in lines:
             if lineno == lines.first:
                 header = _header_of(line, f"{source}:{lineno}", not line.endswith(b"\n"))
@@ -201,23 +200,6 @@ def _header_of(line: bytes, where: str, cut_short: bool) -> dict[str, Any] | Non
             "read it with the weakincentives version that wrote it"
         )
     return obj
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a file's results are built.
-
-    Reading 100,000 results makes about 700,000 container objects, all kept and none in a
-    cycle; the collector would walk the growing heap again and again as they are made (a
-    third of the reading time). It is switched back on afterwards if it was on.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class _Lines:
