@@ -101,32 +101,47 @@ import json, sys
 from weakincentives.cli import main
 try:
     main()
-except SystemExit:
-    pass
-print(json.dumps(sorted(m for m in sys.modules if m.startswith(("weakincentives", "asyncio")))),
-      file=sys.stderr)
+except SystemExit as exit:
+    code = exit.code
+watched = ("weakincentives", "asyncio", "pydantic")
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in watched)
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
 def _loaded_by(*args: str) -> set[str]:
+    """The modules `wink ARGS` imported (it must succeed)."""
     proc = subprocess.run(
         [sys.executable, "-c", _LOADED, *args], capture_output=True, text=True, env=ENV,
         timeout=120, check=False,
     )  # fmt: skip
-    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    ended = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert ended["code"] == 0, proc.stderr
+    return set(ended["loaded"])
 
 
-def test_eval_report_imports_no_other_command(tmp_path: Path) -> None:
-    from weakincentives.evals import EvalReport, EvalResult, Score
+@pytest.fixture
+def stored_run(tmp_path: Path) -> tuple[Path, str]:
+    """A run directory under `runs/`, with its manifest: `(runs_dir, run_id)`."""
+    from weakincentives.evals import RunStore, Sample, exact_match, run_eval
 
-    report = EvalReport(
-        results=(EvalResult(sample_id="a", experiment_name="x", score=Score(1.0), latency_ms=1),)
-    )
-    saved = report.save(tmp_path / "report.jsonl")
-    loaded = _loaded_by("eval", "report", str(saved))
+    runs = tmp_path / "runs"
+    samples = [Sample(id=f"s{i}", input=f"q{i}", expected=f"q{i % 2}") for i in range(4)]
+    report = run_eval(samples, lambda question: question, exact_match, store=RunStore(runs))
+    assert report.run_id is not None
+    return runs, report.run_id
+
+
+@pytest.mark.parametrize("form", ["run id", "run directory"])
+def test_eval_report_imports_no_other_command_nor_pydantic(
+    stored_run: tuple[Path, str], form: str
+) -> None:
+    runs, run_id = stored_run
+    where = [run_id, "--runs-dir", str(runs)] if form == "run id" else [str(runs / run_id)]
+    loaded = _loaded_by("eval", "report", *where)
     assert "weakincentives.cli._report" in loaded
     others = {m for p, m in MODULES.items() if p not in {"eval report", "eval compare"}}
-    heavy = {"weakincentives.debug", "weakincentives.evals.runner", "asyncio"}
+    heavy = {"weakincentives.debug", "weakincentives.evals.runner", "asyncio", "pydantic"}
     assert loaded & (others | heavy) == set()
 
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import typer
 
 from ._console import EXIT_INTERRUPTED, STARTING, WinkGroup, fail
+from ._plain_params import plain_params
 
 __all__ = ["LazyGroup"]
 
@@ -43,6 +44,7 @@ class LazyGroup(WinkGroup):
     def __init__(self, **kwargs: Any) -> None:
         """Build the group as typer does; wrap its commands so the lazy ones load late."""
         super().__init__(**kwargs)
+        plain_params(self)
         self.commands = _LazyCommands(self.commands, self.lazy_commands)
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -99,6 +101,8 @@ class _LazyCommands(MutableMapping[str, Any]):
             staging = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
             module.register(staging)
             built = dict(typer.main.get_group(staging).commands)
+            for command in built.values():
+                plain_params(command)
         except KeyboardInterrupt:
             # Nothing has run yet: as a Ctrl-C while `wink` imports its own modules.
             sys.stderr.write(f"interrupted: {STARTING}\n")

@@ -12,29 +12,30 @@ from pathlib import Path
 from typing import Any
 
 from weakincentives.evals import RunStore
-from weakincentives.evals.store import MANIFEST_FILE
+from weakincentives.evals.store import MANIFEST_FILE, RESULTS_FILE
 from weakincentives.redaction import default_redactor
 
 __all__ = ["header_lines", "provenance_lines", "run_info_of", "run_provenance"]
 
 
-def run_provenance(run: str, runs_dir: Path) -> dict[str, Any] | None:
-    """The provenance in `run`'s manifest (a run id under `runs_dir`, or a run directory).
+def run_provenance(path: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provenance in the manifest of the run at `path`, whose report has `config`.
 
+    For a run directory, `EvalReport.load` has read the manifest as the report's
+    `config`: the provenance is taken from there (the manifest is not read twice).
     None for a saved report file, a run written before provenance was recorded, or a
-    run that cannot be opened (the report itself says why).
+    manifest that cannot be read (the report itself says why).
     """
-    path = Path(run)
-    try:
-        handle = RunStore(runs_dir).open(run) if not path.exists() else None
-        if handle is None:
-            if not (path / MANIFEST_FILE).is_file():
-                return None
-            handle = RunStore(path.parent).open(path)
+    if not (path / MANIFEST_FILE).is_file():
+        return None
+    if (path / RESULTS_FILE).is_file():
+        provenance = config.get("provenance")
+        return dict(provenance) if isinstance(provenance, Mapping) and provenance else None
+    try:  # a directory with a saved report beside the manifest
+        handle = RunStore(path.parent).open(path)
     except Exception:  # the report's own loading reports what is wrong
         return None
-    provenance = dict(handle.manifest.provenance)
-    return provenance or None
+    return dict(handle.manifest.provenance) or None
 
 
 def _model(info: Any) -> str:

@@ -68,12 +68,23 @@ def _first_experiment(loaded: EvalReport) -> str | None:
     return names[0] if names else None
 
 
-def _load(run: str, runs_dir: Path) -> EvalReport:
-    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
+def _path_of(run: str, runs_dir: Path) -> Path:
+    """The path of a run id (under `runs_dir`), a run directory or a saved report file."""
     try:
         path = Path(run)
-        if not path.exists():
-            path = RunStore(runs_dir).open(run).path
+        return path if path.exists() else RunStore(runs_dir).locate(run)
+    except (WinkError, ValueError, OSError) as exc:
+        _fail(exc)
+
+
+def _load(run: str, runs_dir: Path) -> EvalReport:
+    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
+    return _read(_path_of(run, runs_dir))
+
+
+def _read(path: Path) -> EvalReport:
+    # The manifest is read (and its format version checked) by `EvalReport.load`.
+    try:
         return EvalReport.load(path, slim=True)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
@@ -102,8 +113,9 @@ def report_command(
     """Print the report of a run (rates with intervals, comparisons, slices)."""
     from rich.console import Console
 
-    loaded = _load(run, runs_dir)
-    provenance = run_provenance(run, runs_dir)
+    path = _path_of(run, runs_dir)
+    loaded = _read(path)
+    provenance = run_provenance(path, loaded.config)
     info = run_info_of(loaded.config)
     if slice_key is not None:
         _check_slice_key(loaded, slice_key)

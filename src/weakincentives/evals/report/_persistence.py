@@ -28,7 +28,7 @@ from weakincentives import serde
 from weakincentives.errors import InvalidReportError, SerdeError
 
 from .._records import EvalResult
-from ..store import MANIFEST_FILE, RESULTS_FILE, SlimDecoder
+from ..store import FORMAT_VERSION, MANIFEST_FILE, RESULTS_FILE, SlimDecoder
 from ._collector import collector_paused
 
 __all__ = [
@@ -238,6 +238,12 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(manifest, dict):
         raise InvalidReportError(f"{path}: run manifest must be a JSON object")
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InvalidReportError(
+            f"{path}: format_version {version!r} is not one this weakincentives reads "
+            f"(<= {FORMAT_VERSION}); upgrade weakincentives to read this run"
+        )
     return manifest
 
 
