@@ -19,7 +19,7 @@ from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import EvalReport, RunStore
 
 from ._console import fail
-from ._pairing import across, experiments_in_order, within
+from ._pairing import across, experiments_in_order, read_prefixes, within
 from ._provenance import header_lines, provenance_lines, run_info_of, run_provenance
 
 if TYPE_CHECKING:
@@ -82,10 +82,10 @@ def _load(run: str, runs_dir: Path) -> EvalReport:
     return _read(_path_of(run, runs_dir))
 
 
-def _read(path: Path) -> EvalReport:
+def _read(path: Path, experiment_prefix: str = "") -> EvalReport:
     # The manifest is read (and its format version checked) by `EvalReport.load`.
     try:
-        return EvalReport.load(path, slim=True)
+        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 
@@ -206,12 +206,20 @@ def compare_command(
     runs_dir: RunsDirOption = Path("runs"),
 ) -> None:
     """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
-    first = _load(run_a, runs_dir)
+    path_a = _path_of(run_a, runs_dir)
+    if run_b is None:
+        first, second, prefixes = _read(path_a), None, ("", "")
+    else:
+        # Two runs are read with their experiments named as the comparison labels them.
+        path_b = _path_of(run_b, runs_dir)
+        prefixes = read_prefixes(EvalReport.read_run_id(path_a), EvalReport.read_run_id(path_b))
+        first = _read(path_a, prefixes[0])
+        second = _read(path_b, prefixes[1])
     try:
-        if run_b is None:
+        if second is None:
             pairs = [within(first, baseline, treatment)]
         else:
-            pairs = across(first, _load(run_b, runs_dir), baseline, treatment)
+            pairs = across(first, second, baseline, treatment, prefixes=prefixes)
         if as_json:
             blocks = [merged.to_dict(baseline=base) for merged, base in pairs]
             data = blocks[0] if len(blocks) == 1 else {"pairs": blocks}

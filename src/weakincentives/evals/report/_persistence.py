@@ -16,6 +16,7 @@ not parse is skipped (with a log warning); a bad line anywhere else is an error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ __all__ = [
     "LoadedReport",
     "StrPath",
     "read_report",
+    "read_run_id",
     "write_report",
 ]
 
@@ -96,20 +98,21 @@ def write_report(
     return target
 
 
-def read_report(path: StrPath, *, slim: bool = False) -> LoadedReport:
+def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> LoadedReport:
     """Read a saved report, a bare results JSONL file, or a run directory.
 
     The file is streamed: one line at a time is read, and of a run directory only the
     last line of each key is kept. With `slim`, each result keeps only the fields a
     report computes with (see `SlimDecoder`); the transcripts, outputs, inputs and
-    expected values are skipped without being validated.
+    expected values are skipped without being validated. `experiment_prefix` is put
+    before each result's experiment name as it is read.
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
             line (other than a truncated last one) is corrupt.
     """
     source = Path(path)
-    decode = SlimDecoder() if slim else _full_result
+    decode = _decoder(slim, experiment_prefix)
     if not source.is_dir():
         return _read_file(source, decode)
     if (source / RESULTS_FILE).is_file():
@@ -134,8 +137,47 @@ def read_report(path: StrPath, *, slim: bool = False) -> LoadedReport:
     )
 
 
+def read_run_id(path: StrPath) -> Any:
+    """The `run_id` that `read_report(path)` gives, read from the manifest or header only.
+
+    None when there is none, or when the path cannot be read (`read_report` says why).
+    """
+    source = Path(path)
+    try:
+        if not source.is_dir():
+            return _header_run_id(source)
+        if (source / RESULTS_FILE).is_file():
+            manifest = _read_manifest(source / MANIFEST_FILE)
+            return _optional(manifest, "run_id", str) or _header_run_id(source / RESULTS_FILE)
+        if (source / REPORT_FILE).is_file():
+            return _header_run_id(source / REPORT_FILE)
+    except (InvalidReportError, OSError):
+        return None
+    return None
+
+
+def _header_run_id(source: Path) -> Any:
+    for lineno, line in _Lines(source):
+        header = _header_of(line, f"{source}:{lineno}", not line.endswith(b"\n"))
+        return None if header is None else header.get("run_id")
+    return None
+
+
+def _decoder(slim: bool, prefix: str) -> Callable[[bytes], EvalResult]:
+    rename = prefix.__add__ if prefix else None
+    if slim:
+        return SlimDecoder(rename=rename)
+    if rename is None:
+        return _full_result
+    return lambda line: _renamed(_full_result(line), prefix)
+
+
 def _full_result(line: bytes) -> EvalResult:
     return serde.loads(EvalResult, line)
+
+
+def _renamed(result: EvalResult, prefix: str) -> EvalResult:
+    return dataclasses.replace(result, experiment_name=prefix + result.experiment_name)
 
 
 def _read_file(
