@@ -44,6 +44,7 @@ __all__ = [
     "delete_superseded",
     "fields_select",
     "prepare",
+    "stage",
     "stage_lines",
 ]
 
@@ -153,14 +154,23 @@ def stage_lines(
     Raises:
         OSError: the file cannot be opened or read.
     """
-    step = 3 * _ROWS_PER_INSERT
     for flat in _read(path, limit, only, batch_lines):
-        conn.execute(f"DELETE FROM {STAGE}")
-        whole = len(flat) - len(flat) % step
-        conn.executemany(_INSERT_MANY, (flat[i : i + step] for i in range(0, whole, step)))
-        conn.executemany(_INSERT_ONE, (flat[i : i + 3] for i in range(whole, len(flat), 3)))
-        yield Batch(lines=len(flat) // 3, last_line=int(flat[-3]))
+        yield stage(conn, flat)
     conn.execute(f"DELETE FROM {STAGE}")
+
+
+def stage(conn: sqlite3.Connection, flat: Sequence[int | str]) -> Batch:
+    """Stage one batch in `STAGE` (replacing what it held): `line, offset, text`, flattened.
+
+    `stage_lines` reads a file into batches of this shape; a caller that read the lines
+    itself stages them here (the caller empties `STAGE` afterwards).
+    """
+    step = 3 * _ROWS_PER_INSERT
+    conn.execute(f"DELETE FROM {STAGE}")
+    whole = len(flat) - len(flat) % step
+    conn.executemany(_INSERT_MANY, (flat[i : i + step] for i in range(0, whole, step)))
+    conn.executemany(_INSERT_ONE, (flat[i : i + 3] for i in range(whole, len(flat), 3)))
+    return Batch(lines=len(flat) // 3, last_line=int(flat[-3]))
 
 
 def _read(

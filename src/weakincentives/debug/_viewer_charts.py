@@ -10,7 +10,8 @@ too. Everything is SQL over the index plus a little Python per group, so a run o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from weakincentives.evals import OutcomeComparison, Outcomes, compare_outcomes
@@ -31,6 +32,7 @@ from ._figures import (
 )
 from ._svg import BarChart, Format, Mark
 from ._viewer_index import ResultIndex
+from ._viewer_stats import ExperimentColumns
 
 __all__ = [
     "MAX_SLICE_VALUES",
@@ -75,10 +77,6 @@ SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason
      ORDER BY x.name))
 FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
 """
-_VALUES_SQL = """
-SELECT iif(status = 'error', 0.0, score), latency_ms, tokens, cost, judge_cost FROM results
-WHERE run_id = ? AND experiment = ? ORDER BY id
-"""
 _OUTCOMES_SQL = """
 SELECT m.value, r.sample_id, r.epoch, r.status, r.score FROM results r
 JOIN meta m ON m.result_id = r.id
@@ -100,10 +98,14 @@ def run_charts(
     index: ResultIndex,
     run_id: str,
     experiments: Sequence[Mapping[str, Any]],
+    columns: Sequence[ExperimentColumns],
     *,
     slice_key: str | None,
 ) -> dict[str, Any]:
-    """The run page's charts (as `chart_json`) and its failure groups."""
+    """The run page's charts (as `chart_json`) and its failure groups.
+
+    `experiments` are the `experiment_view`s of `columns`, in the same order.
+    """
     charts: list[Chart] = [_pass_rate_chart(experiments)]
     checks = _check_chart(index, run_id)
     if checks is not None:
@@ -112,7 +114,7 @@ def run_charts(
         charts.append(_slice_chart(index, run_id, slice_key))
     charts += _epoch_charts(index, run_id)
     names = [e["name"] for e in experiments]
-    charts += _distributions(index, run_id, names)
+    charts += _distributions(columns)
     # Each experiment keeps its colour and its place among a label's rows in every chart.
     charts = [
         dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
@@ -195,17 +197,17 @@ def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
     return out
 
 
-def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) -> list[Chart]:
+def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
-    costs: dict[str, list[tuple[float | None, float | None]]] = {}
-    for experiment in experiments:
-        rows = index.query(_VALUES_SQL, (run_id, experiment))
-        array = np.asarray([row[:3] for row in rows], dtype=float).reshape(-1, 3)
-        for i, key in enumerate(columns):
-            columns[key][experiment] = array[:, i]
-        costs[experiment] = [(row[3], row[4]) for row in rows]
+    costs: dict[str, Iterable[tuple[float | None, float | None]]] = {}
+    for c in experiments:
+        columns["score"][c.name] = np.asarray(c.scores, dtype=float)
+        columns["latency"][c.name] = np.asarray(c.latency_ms, dtype=float)
+        columns["tokens"][c.name] = np.asarray(c.tokens, dtype=float)
+        # Results with no cost at all are only counted: `cost_histogram` draws none.
+        costs[c.name] = itertools.chain(c.costs, itertools.repeat((None, None), c.uncosted))
     out: list[Chart] = []
     specs: tuple[tuple[str, str, Format], ...] = (
         ("score", "Score", "num"),

@@ -42,6 +42,7 @@ from ._viewer_charts import (
     slice_keys,
 )
 from ._viewer_index import ResultIndex
+from ._viewer_stats import ExperimentColumns, experiment_columns
 from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
@@ -158,7 +159,8 @@ class ViewerData:
         index = ResultIndex()
         for run_dir in runs:
             index.add_run(run_dir)
-        index.finish()
+        # The rest of the index (sort indexes, text) waits for the first page: see `charts`.
+        index.finish(defer=True)
         return cls(path, index=index)
 
     @property
@@ -212,12 +214,13 @@ class ViewerData:
         """
 
         def make() -> dict[str, Any]:
-            statuses = self._index.statuses(run_id)
+            facets = self._facets(run_id)
+            statuses = facets.statuses
             return {
                 "passed": statuses.get("passed", 0),
                 "failed": statuses.get("failed", 0),
                 "errors": statuses.get("error", 0),
-                "experiment_names": list(self._index.experiments(run_id)),
+                "experiment_names": list(facets.experiments),
                 # Per experiment, never pooled: a run's experiments answer different questions.
                 "pass_rates": [
                     {"experiment": name, "n": n, "passed": passed, "pass_rate": passed / n}
@@ -254,9 +257,17 @@ class ViewerData:
         head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
         return head
 
+    def _columns(self, run_id: str) -> list[ExperimentColumns]:
+        """Each experiment's columns: what its statistics and histograms are made of."""
+
+        def make() -> list[ExperimentColumns]:
+            names = self._counts(run_id)["experiment_names"]
+            return [experiment_columns(self._index, run_id, name) for name in names]
+
+        return self._summaries.get(("columns", run_id), make)
+
     def _summarize(self, run_id: str) -> list[dict[str, Any]]:
-        names = self._index.experiments(run_id)
-        return [experiment_view(name, self._index.stat_rows(run_id, name)) for name in names]
+        return [experiment_view(columns) for columns in self._columns(run_id)]
 
     def charts(self, run_id: str, slice_key: str | None = None) -> dict[str, Any]:
         """The run page's charts and failure groups.
@@ -273,11 +284,17 @@ class ViewerData:
         def make() -> dict[str, Any]:
             experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
             made: dict[str, Any] = json_safe(
-                run_charts(self._index, run_id, experiments, slice_key=key)
+                run_charts(
+                    self._index, run_id, experiments, self._columns(run_id), slice_key=key
+                )
             )
             return made
 
-        return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+        charts = self._charts.get((run_id, key), make)
+        # The run page is the first page (its charts come last): the index's background
+        # work starts now, so that it does not slow that page down.
+        self._index.start_background()
+        return {**charts, "slice_keys": keys}
 
     def _facets(self, run_id: str) -> Facets:
         self._run(run_id)
@@ -325,6 +342,7 @@ class ViewerData:
             NotFoundError: no such run or result.
         """
         self._run(run_id)
+        self._index.start_background()  # a first page other than a run's (see `charts`)
         if not 0 <= result_id < _SQLITE_INT_LIMIT:  # ids are SQLite rowids
             raise NotFoundError(f"run {run_id!r} has no result {result_id}")
         row = self._index.get(run_id, result_id)
@@ -381,6 +399,7 @@ class ViewerData:
     ) -> tuple[dict[str, Any], OutcomeComparison]:
         if baseline == treatment:
             raise ViewerError("pick two different experiments (or runs) to compare")
+        self._index.start_background()  # a first page other than a run's (see `charts`)
         return self._comparisons.get(
             (baseline, treatment), lambda: self._compare(baseline, treatment)
         )

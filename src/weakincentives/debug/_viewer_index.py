@@ -42,8 +42,9 @@ from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
-from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
+from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage
 from ._run_schema import KEY
+from ._viewer_lines import decode_batches, insert_rows
 from ._viewer_search import SearchBuilder
 from ._viewer_types import (
     SORT_KEYS,
@@ -79,13 +80,21 @@ CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
 
 _INDEXES = """
 CREATE INDEX results_run ON results (run_id, experiment, id);
-CREATE INDEX results_sample ON results (run_id, sample_id);
-CREATE INDEX results_score ON results (run_id, score);
-CREATE INDEX results_latency ON results (run_id, latency_ms);
-CREATE INDEX results_tokens ON results (run_id, tokens);
 CREATE INDEX meta_key ON meta (key, value, result_id);
 CREATE INDEX metrics_result ON metrics (result_id);
+PRAGMA analysis_limit = 1000;
+ANALYZE;
 """
+"""What the first page's queries use: built by `finish()`. A limited `ANALYZE` (sampled
+rows) gives the planner its statistics in milliseconds."""
+_LATER_INDEXES = (
+    "CREATE INDEX results_sample ON results (run_id, sample_id)",
+    "CREATE INDEX results_score ON results (run_id, score)",
+    "CREATE INDEX results_latency ON results (run_id, latency_ms)",
+    "CREATE INDEX results_tokens ON results (run_id, tokens)",
+    "ANALYZE",
+)
+"""For a sample's siblings and the grid's sorts: built in the background with the text."""
 
 _ROW_COLUMNS = (
     "id", "run_id", "sample_id", "experiment", "epoch", "status", "error_kind", "score",
@@ -143,8 +152,8 @@ _ROWS_SCHEMA = (
     f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
     "score_metrics)"
 )
-_DISTRIBUTE = (
-    f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
+_JSON_SCHEMA = "CREATE TEMP TABLE IF NOT EXISTS wink_json (id, metadata, score_metrics)"
+_SPREAD = (
     # Metadata values as the filters compare them, the text `json.dumps` gives: strings
     # as they are, objects and arrays with sorted keys (`_json_text`), numbers as written
     # (`->` keeps a number's text; a key it cannot address falls back to SQLite's).
@@ -153,15 +162,31 @@ _DISTRIBUTE = (
         WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
         WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
         ELSE e.type END
-    FROM temp.wink_rows AS r, json_each(r.metadata) AS e""",
+    FROM temp.wink_json AS r, json_each(r.metadata) AS e""",
     # The score's named metrics (what the checks chart and the failure groups read).
     """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
-    FROM temp.wink_rows AS r, json_each(r.score_metrics) AS e
+    FROM temp.wink_json AS r, json_each(r.score_metrics) AS e
     WHERE json_type(r.score_metrics) = 'array' AND typeof(e.value ->> '$.name') = 'text'
         AND typeof(e.value ->> '$.value') IN ('integer', 'real')""",
+    "DELETE FROM temp.wink_json",
+)
+"""Per batch: the metadata and metrics of `wink_json` become rows of `meta` and `metrics`."""
+_DISTRIBUTE = (
+    f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
+    "INSERT INTO temp.wink_json SELECT id, metadata, score_metrics FROM temp.wink_rows",
     "DELETE FROM temp.wink_rows",
 )
-"""Per batch: the rows `_FILL` staged go to `results`, `meta` and `metrics`."""
+"""Per batch: the rows `_FILL` made of staged lines go to `results` and `wink_json`."""
+
+
+_TALLY = """
+SELECT experiment, status, error_kind, count(*), min(id) FROM results WHERE run_id = ?
+GROUP BY experiment, status, error_kind
+"""
+_META_FACETS = """
+SELECT key, value, count(*) AS n FROM meta WHERE result_id BETWEEN ? AND ?
+GROUP BY key, value ORDER BY key, n DESC, value
+"""
 
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
@@ -204,10 +229,12 @@ class ResultIndex:
         self._db.create_function("wink_json_text", 1, _json_text, deterministic=True)
         prepare(self._db)
         self._db.execute(_ROWS_SCHEMA)
+        self._db.execute(_JSON_SCHEMA)
         self._lock = threading.Lock()
         self._runs: dict[str, IndexedRun] = {}
         self._next_id = 1
         self._id_bases: dict[str, int] = {}
+        self._ids: dict[str, tuple[int, int]] = {}
         self._finished = False
         self._search: SearchBuilder | None = None
 
@@ -229,28 +256,35 @@ class ResultIndex:
             self._runs[run_id] = run
             return run
 
-    def finish(self, *, search_in_background: bool = True) -> None:
-        """Build the secondary indexes, make the database read-only, index the text.
+    def finish(self, *, search_in_background: bool = True, defer: bool = False) -> None:
+        """Build the first page's indexes, make the database read-only, then the rest.
 
-        The full-text index is built on a background thread (see `SearchBuilder`), or
-        before this returns with `search_in_background=False`.
+        The rest (the indexes of the grid's sorts, then the full-text index) is built on
+        a background thread (see `SearchBuilder`), or before this returns with
+        `search_in_background=False`. With `defer=True` the thread waits for
+        `start_background()` (the viewer calls it once the first page is served, so the
+        two do not compete for the CPU); a search starts it too.
         """
         with self._lock:
             if self._finished:
                 return
             self._db.executescript(_INDEXES)
-            self._db.execute("ANALYZE")
             self._db.execute("PRAGMA query_only = ON")
             self._finished = True
             sources = [
                 (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
                 for run in self._runs.values()
             ]
-        self._search = SearchBuilder(self._db, self._lock, sources)
-        if search_in_background:
-            self._search.start()
-        else:
+        self._search = SearchBuilder(self._db, self._lock, sources, before=_LATER_INDEXES)
+        if not search_in_background:
             self._search.run()
+        elif not defer:
+            self._search.start()
+
+    def start_background(self) -> None:
+        """Start building the rest of the index (see `finish`), if it has not started."""
+        if self._search is not None:
+            self._search.start()
 
     def wait_for_search(self, timeout: float | None = None) -> None:
         """Wait until the full-text index is built (searches do this themselves).
@@ -261,6 +295,7 @@ class ResultIndex:
         """
         if self._search is None:
             raise ViewerError("the index is not finished; call finish() first")
+        self._search.start()
         self._search.wait(timeout)
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
@@ -268,21 +303,30 @@ class ResultIndex:
         params = {"run_id": run_id, "id_base": self._next_id - 1}
         self._id_bases[run_id] = self._next_id - 1
         skipped: list[str] = []
-        skipped_count = lines = last_line = 0
+        skipped_count = lines = last_line = found = 0
+        keys: set[tuple[str, str, int]] = set()
         self._db.execute("BEGIN")
         try:
-            for batch in stage_lines(self._db, path):
+            for batch in decode_batches(path, id_base=self._next_id - 1, run_id=run_id):
                 lines += batch.lines
                 last_line = batch.last_line
-                if self._db.execute(_FILL, params).rowcount < batch.lines:
-                    for line, complete, problem in self._db.execute(_SKIPPED):
-                        if complete:  # an unterminated last line was cut mid-write
-                            skipped_count += 1
-                            if len(skipped) < _MAX_SKIPPED:
-                                skipped.append(f"{path}:{line}: {problem}")
-                for statement in _DISTRIBUTE:
+                insert_rows(self._db, "results", batch.rows)
+                insert_rows(self._db, "metrics", batch.metrics)
+                insert_rows(self._db, "temp.wink_json", batch.metadata)
+                keys.update((row[2], row[3], row[4]) for row in batch.rows)
+                found += len(batch.rows)
+                if batch.staged:  # the lines msgspec left to SQL: judged as before
+                    judged = self._judge(batch.staged, params, path, skipped)
+                    skipped_count += judged[0]
+                    keys.update(judged[1])
+                    found += len(judged[1])
+                for statement in _SPREAD:
                     self._db.execute(statement)
-            gone = delete_superseded(self._db, "results", KEY, where="run_id = ?", params=(run_id,))
+            gone: list[int] = []
+            if len(keys) < found:  # a key was written twice: its last line wins
+                gone = delete_superseded(
+                    self._db, "results", KEY, where="run_id = ?", params=(run_id,)
+                )
             for table in ("meta", "metrics"):
                 self._db.executemany(
                     f"DELETE FROM {table} WHERE result_id = ?", ((g,) for g in gone)
@@ -299,6 +343,7 @@ class ResultIndex:
             raise
         # A later line for the same key superseded the rows in `gone`: the search builder
         # indexes only the lines still in `results`.
+        self._ids[run_id] = (self._next_id, self._next_id + last_line - 1)
         self._next_id += last_line
         if skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, skipped_count)
@@ -306,6 +351,25 @@ class ResultIndex:
             run_id=run_id, path=run_dir, results=results, lines=lines,
             skipped=tuple(skipped), skipped_count=skipped_count,
         )  # fmt: skip
+
+    def _judge(
+        self, staged: list[int | str], params: dict[str, Any], path: Path, skipped: list[str]
+    ) -> tuple[int, list[tuple[str, str, int]]]:
+        """Index the staged lines `_FILL` accepts: how many it skipped, the keys it kept."""
+        count = 0
+        batch = stage(self._db, staged)
+        if self._db.execute(_FILL, params).rowcount < batch.lines:
+            for line, complete, problem in self._db.execute(_SKIPPED):
+                if complete:  # an unterminated last line was cut mid-write
+                    count += 1
+                    if len(skipped) < _MAX_SKIPPED:
+                        skipped.append(f"{path}:{line}: {problem}")
+        self._db.execute(f"DELETE FROM {STAGE}")
+        keys = self._db.execute("SELECT sample_id, experiment, epoch FROM temp.wink_rows")
+        kept = [tuple(key) for key in keys]
+        for statement in _DISTRIBUTE:
+            self._db.execute(statement)
+        return count, kept
 
     # -- reading -------------------------------------------------------------------------
 
@@ -430,16 +494,20 @@ class ResultIndex:
 
     def facets(self, run_id: str) -> Facets:
         """The values each filter of run `run_id` can take."""
+        first, last = self._ids.get(run_id, (0, -1))
         with self._lock:
-            experiments = self._counts("experiment", run_id)
-            statuses = self._counts("status", run_id)
-            kinds = self._counts("error_kind", run_id, "AND error_kind IS NOT NULL")
-            rows = self._db.execute(
-                "SELECT m.key, m.value, count(*) AS n FROM meta m JOIN results r ON r.id = "
-                "m.result_id WHERE r.run_id = ? GROUP BY m.key, m.value ORDER BY m.key, n DESC, "
-                "m.value",
-                (run_id,),
-            ).fetchall()
+            # One scan for the three counts (each in order of first appearance).
+            tally = self._db.execute(_TALLY, (run_id,)).fetchall()
+            # A run's results are the ids first..last: no join with `results` needed.
+            rows = self._db.execute(_META_FACETS, (first, last)).fetchall()
+        experiments: dict[str, int] = {}
+        statuses: dict[str, int] = {}
+        kinds: dict[str, int] = {}
+        for experiment, status, kind, n, _ in sorted(tally, key=lambda row: row[4]):
+            experiments[experiment] = experiments.get(experiment, 0) + n
+            statuses[status] = statuses.get(status, 0) + n
+            if kind is not None:
+                kinds[kind] = kinds.get(kind, 0) + n
         metadata: dict[str, list[str]] = {}
         for key, value, _ in rows:
             values = metadata.setdefault(key, [])
@@ -458,20 +526,6 @@ class ResultIndex:
             f"GROUP BY {column} ORDER BY min(id)"
         )
         return dict(self._db.execute(sql, (run_id,)).fetchall())
-
-    def stat_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
-        """The columns behind an experiment's statistics, one row per result, in index order.
-
-        Rows are `(sample_id, status, score, error_kind, latency_ms, input_tokens,
-        output_tokens, cost, judge_cost)` (see `StatRow`).
-        """
-        sql = (
-            "SELECT sample_id, status, score, error_kind, latency_ms, input_tokens, "
-            "output_tokens, cost, judge_cost FROM results WHERE run_id = ? AND experiment = ? "
-            "ORDER BY id"
-        )
-        with self._lock:
-            return self._db.execute(sql, (run_id, experiment)).fetchall()
 
     def cost_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
         """`(sample_id, epoch, cost, judge_cost)` of each result of one experiment."""

@@ -74,24 +74,48 @@ class SearchBuilder:
         lock: The lock that serializes every use of `db`.
         sources: `(results file, id base, run id)` per run: a line `n` of the file is
             result `id_base + n` of the index.
+        before: SQL statements to run first, one at a time under the lock (the
+            index's later indexes).
     """
 
     def __init__(
-        self, db: sqlite3.Connection, lock: threading.Lock, sources: Sequence[tuple[Path, int, str]]
+        self,
+        db: sqlite3.Connection,
+        lock: threading.Lock,
+        sources: Sequence[tuple[Path, int, str]],
+        *,
+        before: Sequence[str] = (),
     ) -> None:
         self._db = db
         self._lock = lock
         self._sources = tuple(sources)
+        self._before = tuple(before)
         self._done = threading.Event()
+        self._started = threading.Lock()
         self._error: str | None = None
 
     def start(self) -> None:
-        """Build on a daemon thread."""
-        threading.Thread(target=self.run, name="wink-debug-search", daemon=True).start()
+        """Build on a daemon thread, unless a build has started already."""
+        if self._started.acquire(blocking=False):
+            threading.Thread(target=self._build, name="wink-debug-search", daemon=True).start()
 
     def run(self) -> None:
-        """Build now, in this thread; a failure is kept for `wait` to report."""
+        """Build now, in this thread, unless a build has started already.
+
+        A failure is kept for `wait` to report.
+        """
+        if self._started.acquire(blocking=False):
+            self._build()
+
+    def _build(self) -> None:
         try:
+            for statement in self._before:  # one at a time: pages are answered between
+                with self._lock:
+                    self._db.execute("PRAGMA query_only = OFF")
+                    try:
+                        self._db.execute(statement)
+                    finally:
+                        self._db.execute("PRAGMA query_only = ON")
             for path, id_base, run_id in self._sources:
                 self._index(path, id_base, run_id)
         except Exception as exc:  # reported to every search waiting on the index
