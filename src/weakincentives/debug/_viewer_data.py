@@ -12,6 +12,7 @@ Everything here only reads: run files through the index, bundles through
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,6 +60,7 @@ __all__ = ["NotFoundError", "SideSpec", "ViewerData"]
 _SQLITE_INT_LIMIT = 2**63
 """Result ids are SQLite rowids: 64-bit signed integers (a larger one matches no result)."""
 
+_log = logging.getLogger(__name__)
 TargetKind = Literal["runs", "bundle"]
 _CACHE_SIZE = 16
 V = TypeVar("V")
@@ -279,22 +281,47 @@ class ViewerData:
             NotFoundError: no such run.
             ViewerError: no result has metadata key `slice_key`.
         """
+        charts = self._run_charts(run_id, slice_key)
+        # The run page is the first page (its charts come last): the index's background
+        # work starts now, so that it does not slow that page down.
+        self._index.start_background()
+        return charts
+
+    def _run_charts(self, run_id: str, slice_key: str | None) -> dict[str, Any]:
         key, keys = self._slice_key(run_id, slice_key)
 
         def make() -> dict[str, Any]:
             experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
             made: dict[str, Any] = json_safe(
-                run_charts(
-                    self._index, run_id, experiments, self._columns(run_id), slice_key=key
-                )
+                run_charts(self._index, run_id, experiments, self._columns(run_id), slice_key=key)
             )
             return made
 
-        charts = self._charts.get((run_id, key), make)
-        # The run page is the first page (its charts come last): the index's background
-        # work starts now, so that it does not slow that page down.
-        self._index.start_background()
-        return {**charts, "slice_keys": keys}
+        return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+
+    def warm(self) -> threading.Thread | None:
+        """Compute the landing page of a single run (statistics, charts) in the background.
+
+        `wink debug RUN` calls this before it serves: the page is made while the server
+        starts and the browser loads the viewer, and its requests then find it made (or
+        wait for it, never making it twice). Nothing is done for several runs or a
+        bundle (their landing page is the list of runs). Returns the thread, if started.
+        """
+        runs = self._index.runs()
+        if self._bundle is not None or len(runs) != 1:
+            return None
+        run_id = runs[0].run_id
+
+        def make() -> None:
+            try:
+                self.run(run_id)
+                self._run_charts(run_id, None)
+            except Exception:  # the page's own request reports it
+                _log.debug("warming the run page of %s failed", run_id, exc_info=True)
+
+        thread = threading.Thread(target=make, name="wink-debug-warm", daemon=True)
+        thread.start()
+        return thread
 
     def _facets(self, run_id: str) -> Facets:
         self._run(run_id)

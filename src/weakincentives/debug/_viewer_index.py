@@ -42,9 +42,24 @@ from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
-from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage
+from ._run_loader import STAGE, delete_superseded, prepare, stage
 from ._run_schema import KEY
-from ._viewer_lines import decode_batches, insert_rows
+from ._viewer_lines import DecodedBatch, decode_batches, insert_rows
+from ._viewer_schema import (
+    DISTRIBUTE,
+    FILL,
+    INDEXES,
+    JSON_SCHEMA,
+    LATER_INDEXES,
+    META_FACETS,
+    ROW_COLUMNS,
+    ROWS_SCHEMA,
+    SCHEMA,
+    SKIPPED,
+    SPREAD,
+    TALLY,
+    json_text,
+)
 from ._viewer_search import SearchBuilder
 from ._viewer_types import (
     SORT_KEYS,
@@ -62,132 +77,6 @@ _log = logging.getLogger(__name__)
 _MAX_FACET_VALUES = 50
 _MAX_SKIPPED = 20
 
-_SCHEMA = """
-CREATE TABLE results (
-    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, sample_id TEXT NOT NULL,
-    experiment TEXT NOT NULL, epoch INTEGER NOT NULL, status TEXT NOT NULL,
-    error_kind TEXT, score REAL NOT NULL, passed INTEGER NOT NULL, latency_ms REAL NOT NULL,
-    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    reason TEXT NOT NULL, error TEXT, tool_calls INTEGER NOT NULL, messages INTEGER NOT NULL,
-    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL,
-    cost REAL, judge_cost REAL
-);
-CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
-CREATE INDEX meta_result ON meta (result_id);
-CREATE TABLE metrics (result_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
-CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
-"""
-
-_INDEXES = """
-CREATE INDEX results_run ON results (run_id, experiment, id);
-CREATE INDEX meta_key ON meta (key, value, result_id);
-CREATE INDEX metrics_result ON metrics (result_id);
-PRAGMA analysis_limit = 1000;
-ANALYZE;
-"""
-"""What the first page's queries use: built by `finish()`. A limited `ANALYZE` (sampled
-rows) gives the planner its statistics in milliseconds."""
-_LATER_INDEXES = (
-    "CREATE INDEX results_sample ON results (run_id, sample_id)",
-    "CREATE INDEX results_score ON results (run_id, score)",
-    "CREATE INDEX results_latency ON results (run_id, latency_ms)",
-    "CREATE INDEX results_tokens ON results (run_id, tokens)",
-    "ANALYZE",
-)
-"""For a sample's siblings and the grid's sorts: built in the background with the text."""
-
-_ROW_COLUMNS = (
-    "id", "run_id", "sample_id", "experiment", "epoch", "status", "error_kind", "score",
-    "passed", "latency_ms", "input_tokens", "output_tokens", "tokens", "reason", "error",
-    "tool_calls", "messages", "has_bundle",
-)  # fmt: skip
-
-
-_FIELDS = (
-    "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
-    "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
-    "tool_calls", "messages", "score_metrics", "cost_usd", "judge_cost_usd",
-)  # fmt: skip
-_CHECKS = (
-    ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
-    ("typeof(experiment) = 'text'", "experiment_name is missing or not a string"),
-    ("typeof(epoch) = 'integer'", "epoch is not an integer"),
-    ("typeof(score) IN ('integer', 'real')", "score.value is missing or not a number"),
-    ("passed IN (0, 1)", "score.passed is not a boolean"),
-    ("typeof(latency_ms) IN ('integer', 'real')", "latency_ms is missing or not a number"),
-    ("typeof(input_tokens) = 'integer' AND typeof(output_tokens) = 'integer'",
-     "usage.input_tokens or usage.output_tokens is not an integer"),
-    ("typeof(reason) IN ('null', 'text')", "score.reason is not a string"),
-    ("typeof(error) IN ('null', 'text')", "error is not a string"),
-    ("typeof(error_kind) IN ('null', 'text')", "error_kind is not a string"),
-    ("ifnull(metadata_type = 'object', 1)", "metadata is not an object"),
-)  # fmt: skip
-"""What makes a JSON line a result the index can hold: `(SQL condition, problem)`."""
-_ALL_CHECKS = " AND ".join(f"({check})" for check, _ in _CHECKS)
-_PROBLEM = " ".join(f"WHEN NOT ({check}) THEN '{problem}'" for check, problem in _CHECKS)
-_METADATA_TYPE = "json_type(j, '$.metadata') AS metadata_type"
-_FILL = f"""
-INSERT INTO temp.wink_rows
-SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
-    CASE WHEN error IS NOT NULL THEN 'error'
-         WHEN passed THEN 'passed' ELSE 'failed' END,
-    error_kind, score, passed, latency_ms, input_tokens,
-    output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
-    messages, bundle_path IS NOT NULL, line, offset, cost_usd, judge_cost_usd, metadata,
-    score_metrics
-FROM ({fields_select(_FIELDS, extra=_METADATA_TYPE)})
-WHERE {_ALL_CHECKS}
-"""
-_SKIPPED = f"""
-SELECT line, {COMPLETE}, 'not valid JSON' FROM {STAGE} WHERE NOT json_valid(j)
-UNION ALL
-SELECT line, complete, CASE {_PROBLEM} END
-FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {COMPLETE} AS complete")})
-WHERE NOT ({_ALL_CHECKS})
-ORDER BY line
-"""
-"""The staged lines `_FILL` skipped: `(line, complete, problem)`."""
-_RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset", "cost", "judge_cost")
-_ROWS_SCHEMA = (
-    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
-    "score_metrics)"
-)
-_JSON_SCHEMA = "CREATE TEMP TABLE IF NOT EXISTS wink_json (id, metadata, score_metrics)"
-_SPREAD = (
-    # Metadata values as the filters compare them, the text `json.dumps` gives: strings
-    # as they are, objects and arrays with sorted keys (`_json_text`), numbers as written
-    # (`->` keeps a number's text; a key it cannot address falls back to SQLite's).
-    """INSERT INTO meta SELECT r.id, e.key, CASE e.type WHEN 'text' THEN e.value
-        WHEN 'integer' THEN CAST(e.value AS TEXT)
-        WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
-        WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
-        ELSE e.type END
-    FROM temp.wink_json AS r, json_each(r.metadata) AS e""",
-    # The score's named metrics (what the checks chart and the failure groups read).
-    """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
-    FROM temp.wink_json AS r, json_each(r.score_metrics) AS e
-    WHERE json_type(r.score_metrics) = 'array' AND typeof(e.value ->> '$.name') = 'text'
-        AND typeof(e.value ->> '$.value') IN ('integer', 'real')""",
-    "DELETE FROM temp.wink_json",
-)
-"""Per batch: the metadata and metrics of `wink_json` become rows of `meta` and `metrics`."""
-_DISTRIBUTE = (
-    f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
-    "INSERT INTO temp.wink_json SELECT id, metadata, score_metrics FROM temp.wink_rows",
-    "DELETE FROM temp.wink_rows",
-)
-"""Per batch: the rows `_FILL` made of staged lines go to `results` and `wink_json`."""
-
-
-_TALLY = """
-SELECT experiment, status, error_kind, count(*), min(id) FROM results WHERE run_id = ?
-GROUP BY experiment, status, error_kind
-"""
-_META_FACETS = """
-SELECT key, value, count(*) AS n FROM meta WHERE result_id BETWEEN ? AND ?
-GROUP BY key, value ORDER BY key, n DESC, value
-"""
-
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
     """`(sample_id, experiment_name, epoch)` of a JSON line, None when it has none."""
@@ -200,17 +89,55 @@ def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
     return data.get("sample_id"), data.get("experiment_name"), data.get("epoch", 0)
 
 
-def _json_text(text: str) -> str:
-    """JSON text with sorted keys and `json.dumps`' spacing (how metadata was shown)."""
-    return json.dumps(json.loads(text), ensure_ascii=False, sort_keys=True)
-
-
 @dataclass(frozen=True, slots=True)
 class _Located:
     path: Path
     offset: int
     line: int
     key: tuple[str, str, int]
+
+
+class _Load:
+    """Loading one run's file: inserts its batches, keeps its counts (see `_add_run`)."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path, params: dict[str, Any]) -> None:
+        self._db = db
+        self.path = path
+        self.params = params
+        self.skipped: list[str] = []
+        self.skipped_count = self.lines = self.last_line = self.found = 0
+        self.keys: set[tuple[str, str, int]] = set()
+
+    def insert(self, batch: DecodedBatch) -> None:
+        """Insert a batch's rows; the lines msgspec left to SQL are judged as before."""
+        self.lines += batch.lines
+        self.last_line = batch.last_line
+        insert_rows(self._db, "results", batch.rows)
+        insert_rows(self._db, "metrics", batch.metrics)
+        insert_rows(self._db, "temp.wink_json", batch.metadata)
+        self.keys.update((row[2], row[3], row[4]) for row in batch.rows)
+        self.found += len(batch.rows)
+        if batch.staged:
+            self._judge(batch.staged)
+        for statement in SPREAD:
+            self._db.execute(statement)
+
+    def _judge(self, staged: list[int | str]) -> None:
+        """Index the staged lines `FILL` accepts; count and list those it skips."""
+        batch = stage(self._db, staged)
+        if self._db.execute(FILL, self.params).rowcount < batch.lines:
+            for line, complete, problem in self._db.execute(SKIPPED):
+                if complete:  # an unterminated last line was cut mid-write
+                    self.skipped_count += 1
+                    if len(self.skipped) < _MAX_SKIPPED:
+                        self.skipped.append(f"{self.path}:{line}: {problem}")
+        self._db.execute(f"DELETE FROM {STAGE}")
+        kept = self._db.execute("SELECT sample_id, experiment, epoch FROM temp.wink_rows")
+        for sample_id, experiment, epoch in kept:
+            self.keys.add((sample_id, experiment, epoch))
+            self.found += 1
+        for statement in DISTRIBUTE:
+            self._db.execute(statement)
 
 
 class ResultIndex:
@@ -225,11 +152,11 @@ class ResultIndex:
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._db.executescript(_SCHEMA)
-        self._db.create_function("wink_json_text", 1, _json_text, deterministic=True)
+        self._db.executescript(SCHEMA)
+        self._db.create_function("wink_json_text", 1, json_text, deterministic=True)
         prepare(self._db)
-        self._db.execute(_ROWS_SCHEMA)
-        self._db.execute(_JSON_SCHEMA)
+        self._db.execute(ROWS_SCHEMA)
+        self._db.execute(JSON_SCHEMA)
         self._lock = threading.Lock()
         self._runs: dict[str, IndexedRun] = {}
         self._next_id = 1
@@ -268,14 +195,14 @@ class ResultIndex:
         with self._lock:
             if self._finished:
                 return
-            self._db.executescript(_INDEXES)
+            self._db.executescript(INDEXES)
             self._db.execute("PRAGMA query_only = ON")
             self._finished = True
             sources = [
                 (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
                 for run in self._runs.values()
             ]
-        self._search = SearchBuilder(self._db, self._lock, sources, before=_LATER_INDEXES)
+        self._search = SearchBuilder(self._db, self._lock, sources, before=LATER_INDEXES)
         if not search_in_background:
             self._search.run()
         elif not defer:
@@ -300,30 +227,14 @@ class ResultIndex:
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
         path = run_dir / RESULTS_FILE
-        params = {"run_id": run_id, "id_base": self._next_id - 1}
-        self._id_bases[run_id] = self._next_id - 1
-        skipped: list[str] = []
-        skipped_count = lines = last_line = found = 0
-        keys: set[tuple[str, str, int]] = set()
+        id_base = self._id_bases[run_id] = self._next_id - 1
+        load = _Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
-            for batch in decode_batches(path, id_base=self._next_id - 1, run_id=run_id):
-                lines += batch.lines
-                last_line = batch.last_line
-                insert_rows(self._db, "results", batch.rows)
-                insert_rows(self._db, "metrics", batch.metrics)
-                insert_rows(self._db, "temp.wink_json", batch.metadata)
-                keys.update((row[2], row[3], row[4]) for row in batch.rows)
-                found += len(batch.rows)
-                if batch.staged:  # the lines msgspec left to SQL: judged as before
-                    judged = self._judge(batch.staged, params, path, skipped)
-                    skipped_count += judged[0]
-                    keys.update(judged[1])
-                    found += len(judged[1])
-                for statement in _SPREAD:
-                    self._db.execute(statement)
+            for batch in decode_batches(path, id_base=id_base, run_id=run_id):
+                load.insert(batch)
             gone: list[int] = []
-            if len(keys) < found:  # a key was written twice: its last line wins
+            if len(load.keys) < load.found:  # a key was written twice: its last line wins
                 gone = delete_superseded(
                     self._db, "results", KEY, where="run_id = ?", params=(run_id,)
                 )
@@ -343,33 +254,14 @@ class ResultIndex:
             raise
         # A later line for the same key superseded the rows in `gone`: the search builder
         # indexes only the lines still in `results`.
-        self._ids[run_id] = (self._next_id, self._next_id + last_line - 1)
-        self._next_id += last_line
-        if skipped_count:
-            _log.warning("%s: skipped %d unreadable lines", path, skipped_count)
+        self._ids[run_id] = (self._next_id, self._next_id + load.last_line - 1)
+        self._next_id += load.last_line
+        if load.skipped_count:
+            _log.warning("%s: skipped %d unreadable lines", path, load.skipped_count)
         return IndexedRun(
-            run_id=run_id, path=run_dir, results=results, lines=lines,
-            skipped=tuple(skipped), skipped_count=skipped_count,
+            run_id=run_id, path=run_dir, results=results, lines=load.lines,
+            skipped=tuple(load.skipped), skipped_count=load.skipped_count,
         )  # fmt: skip
-
-    def _judge(
-        self, staged: list[int | str], params: dict[str, Any], path: Path, skipped: list[str]
-    ) -> tuple[int, list[tuple[str, str, int]]]:
-        """Index the staged lines `_FILL` accepts: how many it skipped, the keys it kept."""
-        count = 0
-        batch = stage(self._db, staged)
-        if self._db.execute(_FILL, params).rowcount < batch.lines:
-            for line, complete, problem in self._db.execute(_SKIPPED):
-                if complete:  # an unterminated last line was cut mid-write
-                    count += 1
-                    if len(skipped) < _MAX_SKIPPED:
-                        skipped.append(f"{path}:{line}: {problem}")
-        self._db.execute(f"DELETE FROM {STAGE}")
-        keys = self._db.execute("SELECT sample_id, experiment, epoch FROM temp.wink_rows")
-        kept = [tuple(key) for key in keys]
-        for statement in _DISTRIBUTE:
-            self._db.execute(statement)
-        return count, kept
 
     # -- reading -------------------------------------------------------------------------
 
@@ -406,7 +298,7 @@ class ResultIndex:
             self.wait_for_search()
         direction = "DESC" if descending else "ASC"
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE {where} "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE {where} "
             f"ORDER BY {column} {direction}, id {direction} LIMIT ? OFFSET ?"
         )
         with self._lock:
@@ -418,7 +310,7 @@ class ResultIndex:
 
     def get(self, run_id: str, result_id: int) -> ResultRow | None:
         """The row of result `result_id` of run `run_id`, if there is one."""
-        sql = f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE id = ? AND run_id = ?"
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE id = ? AND run_id = ?"
         with self._lock:
             found = self._db.execute(sql, (result_id, run_id)).fetchone()
         return None if found is None else _to_row(found)
@@ -426,7 +318,7 @@ class ResultIndex:
     def siblings(self, run_id: str, sample_id: str) -> tuple[ResultRow, ...]:
         """Every result of `sample_id` in the run (all experiments and epochs)."""
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE run_id = ? AND sample_id = ? "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? AND sample_id = ? "
             "ORDER BY experiment, epoch"
         )
         with self._lock:
@@ -497,9 +389,9 @@ class ResultIndex:
         first, last = self._ids.get(run_id, (0, -1))
         with self._lock:
             # One scan for the three counts (each in order of first appearance).
-            tally = self._db.execute(_TALLY, (run_id,)).fetchall()
+            tally = self._db.execute(TALLY, (run_id,)).fetchall()
             # A run's results are the ids first..last: no join with `results` needed.
-            rows = self._db.execute(_META_FACETS, (first, last)).fetchall()
+            rows = self._db.execute(META_FACETS, (first, last)).fetchall()
         experiments: dict[str, int] = {}
         statuses: dict[str, int] = {}
         kinds: dict[str, int] = {}
@@ -568,7 +460,7 @@ class ResultIndex:
     def rows(self, run_id: str, ids: Iterable[int]) -> dict[int, ResultRow]:
         """Result id -> its row, for the ids of run `run_id` that exist."""
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE run_id = ? "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? "
             "AND id IN (SELECT value FROM json_each(?))"
         )
         with self._lock:
@@ -577,7 +469,7 @@ class ResultIndex:
 
 
 def _to_row(values: Sequence[Any]) -> ResultRow:
-    data = dict(zip(_ROW_COLUMNS, values, strict=True))
+    data = dict(zip(ROW_COLUMNS, values, strict=True))
     data["passed"] = bool(data["passed"])
     data["has_bundle"] = bool(data["has_bundle"])
     return ResultRow(**data)

@@ -4,19 +4,20 @@ A result line is mostly transcript (`messages`, `tool_calls`, `output`): the ind
 none of it but the number of messages and tool calls. Parsing whole lines in SQLite
 (`_run_loader.FIELDS`) costs about 10 µs a line; `decode_batches` reads a line with
 msgspec into the index's columns and skips the transcript without building it (about
-2 µs a line), and `ResultIndex` inserts the rows with `executemany`.
+4 µs a line), and `ResultIndex` inserts the rows with `executemany`.
 
 **One set of rules.** A line is decoded here only when its values have the types the
-index's SQL checks accept (`_viewer_index._CHECKS`), in their usual form: strings,
+index's SQL checks accept (`_viewer_schema._CHECKS`), in their usual form: strings,
 numbers, booleans, 64-bit integers. Anything else (not JSON, a missing field, `"1"` for
 1, `null` metadata, an integer `passed`, an epoch of `null`, ...) goes back, as text, to
 the SQL path, which keeps it or skips it with its reason exactly as before. The values
 kept are the ones the SQL path gives: `passed` is the score's verdict, else
 `value >= 0.5`; tokens default to 0; a message or tool-call list that is not a list
 goes to SQL, and so does a line with a score metric that is not a name and a number
-(SQL skips that metric alone). Metadata is kept as its JSON text and spread into rows by
-the same SQL as the other lines (`json_each`), so a value's text is the same either way. (Where a line repeats a key, msgspec keeps the last value, as the full
-reader does; SQLite would read the first.)
+(SQL skips that metric alone). Metadata is kept as its JSON text and spread into rows
+by the same SQL as the other lines (`json_each`), so a value's text is the same either
+way. (Where a line repeats a key, msgspec keeps the last value, as the full reader
+does; SQLite would read the first.)
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class DecodedBatch:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     """`results` rows (`_viewer_index._RESULT_COLUMNS`) of the decoded lines."""
     metadata: list[tuple[int, str, None]] = field(default_factory=list)
-    """`(result id, metadata JSON, None)` of the decoded lines that have metadata (the
-    rows of `wink_json`, whose last column is for the metrics of the other lines)."""
+    """`(result id, metadata JSON, None)` of the decoded lines that have metadata (rows
+    of `wink_json`, whose last column is for the metrics of the lines SQL judges)."""
     metrics: list[tuple[int, str, int | float]] = field(default_factory=list)
     """`metrics` rows of the decoded lines: `(result id, name, value)`."""
     staged: list[int | str] = field(default_factory=list)
@@ -155,12 +156,12 @@ def decode_batches(
             batch.last_line = lineno
             try:
                 line = decode(raw)
-                metadata = bytes(line.metadata)
-                if metadata and not metadata.startswith(b"{"):
-                    raise ValueError("metadata is not an object")  # SQL says why
                 row = _row(line, id_base + lineno, run_id, lineno, start)
-            except (msgspec.DecodeError, ValueError, UnicodeDecodeError):
-                batch.staged += (lineno, start, raw.decode("utf-8", "replace"))
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                line = None
+            metadata = b"" if line is None else bytes(line.metadata)
+            if line is None or (metadata and not metadata.startswith(b"{")):
+                batch.staged += (lineno, start, raw.decode("utf-8", "replace"))  # SQL says why
                 continue
             batch.rows.append(row)
             if metadata:
