@@ -35,6 +35,7 @@ from weakincentives.evals import (
 from ._diff import pair_diff
 from ._html_report import render_html_report
 from ._provenance import provenance_rows
+from ._viewer_cache import open_run_index
 from ._viewer_charts import (
     MAX_SLICE_VALUES,
     comparison_charts,
@@ -136,8 +137,11 @@ class ViewerData:
         self._bundles = _Cache(8)
 
     @classmethod
-    def open(cls, target: str | Path) -> ViewerData:
+    def open(cls, target: str | Path, *, cache: bool = True) -> ViewerData:
         """Read `target` (see the module docstring) and index its runs.
+
+        With `cache`, a single run's index is read from, and saved to, its cache file
+        (`.viewer-cache.sqlite` in the run directory; see `_viewer_cache.py`).
 
         Raises:
             ViewerError: `target` is none of the accepted kinds, or cannot be read.
@@ -158,6 +162,8 @@ class ViewerData:
                 f"{path} is not a run directory (no results.jsonl) and holds no runs; pass a "
                 "run directory, a directory of runs (e.g. runs/) or a debug bundle (.zip)"
             )
+        if len(runs) == 1:
+            return cls(path, index=open_run_index(runs[0], cache=cache))
         index = ResultIndex()
         for run_dir in runs:
             index.add_run(run_dir)

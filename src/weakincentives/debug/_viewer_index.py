@@ -42,6 +42,7 @@ from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
+from ._query_cache import load_cache, store_cache
 from ._run_loader import STAGE, delete_superseded, prepare, stage
 from ._run_schema import KEY
 from ._viewer_lines import DecodedBatch, decode_batches, insert_rows
@@ -164,6 +165,55 @@ class ResultIndex:
         self._ids: dict[str, tuple[int, int]] = {}
         self._finished = False
         self._search: SearchBuilder | None = None
+        self._cache: tuple[Path, str] | None = None
+
+    @classmethod
+    def from_cache(cls, run_dir: Path, path: Path, signature: str) -> ResultIndex | None:
+        """The finished index of `run_dir` saved at `path` (`cache_to`), if it is valid.
+
+        Valid means: written by this code (the schema is exactly this one) for
+        `signature` (see `_viewer_cache.py`), holding one run. None otherwise.
+        """
+        index = cls()
+        db = index._db
+        db.executescript(INDEXES)  # the schema the cache must have, ANALYZE's table included
+        for statement in LATER_INDEXES:
+            db.execute(statement)
+        if not load_cache(db, path, signature):
+            return None
+        found = db.execute("SELECT run_id, first_id, last_line, info FROM runs").fetchall()
+        if len(found) != 1:
+            return None
+        ((run_id, first_id, last_line, info),) = found
+        index._runs[run_id] = _indexed_run(run_dir, json.loads(info))
+        index._id_bases[run_id] = first_id - 1
+        index._ids[run_id] = (first_id, first_id + last_line - 1)
+        index._next_id = first_id + last_line
+        db.execute("PRAGMA query_only = ON")
+        index._finished = True
+        index._search = SearchBuilder(db, index._lock, ())
+        index._search.run()  # nothing left to build: searches answer at once
+        return index
+
+    def cache_to(self, path: Path, signature: str) -> None:
+        """Save the whole index to `path` once the background work is done (best effort).
+
+        `from_cache(run_dir, path, signature)` opens it again without reading the run.
+        """
+        self._cache = (path, signature)
+
+    def _save_cache(self) -> None:
+        if self._cache is None:
+            return
+        path, signature = self._cache
+        with self._lock:
+            self._db.execute("PRAGMA query_only = OFF")
+            try:
+                store_cache(self._db, path, signature, ["index"])
+            except sqlite3.Error as exc:  # a cache is an optimization: never a failure
+                _log.debug("cannot save the viewer cache %s: %s", path, exc)
+            finally:
+                self._db.execute("PRAGMA query_only = ON")
 
     # -- building ------------------------------------------------------------------------
 
@@ -202,7 +252,9 @@ class ResultIndex:
                 (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
                 for run in self._runs.values()
             ]
-        self._search = SearchBuilder(self._db, self._lock, sources, before=LATER_INDEXES)
+        self._search = SearchBuilder(
+            self._db, self._lock, sources, before=LATER_INDEXES, after=self._save_cache
+        )
         if not search_in_background:
             self._search.run()
         elif not defer:
@@ -245,6 +297,14 @@ class ResultIndex:
             (results,) = self._db.execute(
                 "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
             ).fetchone()
+            info: dict[str, Any] = {
+                "run_id": run_id, "results": results, "lines": load.lines,
+                "skipped": load.skipped, "skipped_count": load.skipped_count,
+            }  # fmt: skip
+            self._db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                (run_id, id_base + 1, load.last_line, json.dumps(info)),
+            )
             self._db.execute("COMMIT")
         except OSError as exc:
             self._db.execute("ROLLBACK")
@@ -258,10 +318,7 @@ class ResultIndex:
         self._next_id += load.last_line
         if load.skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, load.skipped_count)
-        return IndexedRun(
-            run_id=run_id, path=run_dir, results=results, lines=load.lines,
-            skipped=tuple(load.skipped), skipped_count=load.skipped_count,
-        )  # fmt: skip
+        return _indexed_run(run_dir, info)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -466,6 +523,14 @@ class ResultIndex:
         with self._lock:
             found = self._db.execute(sql, (run_id, json.dumps(list(ids)))).fetchall()
         return {row.id: row for row in map(_to_row, found)}
+
+
+def _indexed_run(run_dir: Path, info: dict[str, Any]) -> IndexedRun:
+    """An `IndexedRun` from its `runs.info` (JSON data)."""
+    return IndexedRun(
+        run_id=info["run_id"], path=run_dir, results=info["results"], lines=info["lines"],
+        skipped=tuple(info["skipped"]), skipped_count=info["skipped_count"],
+    )  # fmt: skip
 
 
 def _to_row(values: Sequence[Any]) -> ResultRow:

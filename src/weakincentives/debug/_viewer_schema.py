@@ -43,6 +43,8 @@ CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT
 CREATE INDEX meta_result ON meta (result_id);
 CREATE TABLE metrics (result_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
 CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, first_id INTEGER NOT NULL, last_line INTEGER NOT NULL,
+    info TEXT NOT NULL);
 """
 
 INDEXES = """

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from weakincentives.errors import ViewerError
@@ -76,6 +76,8 @@ class SearchBuilder:
             result `id_base + n` of the index.
         before: SQL statements to run first, one at a time under the lock (the
             index's later indexes).
+        after: Called once the text is indexed, before searches stop waiting (the
+            index saves its cache).
     """
 
     def __init__(
@@ -85,11 +87,13 @@ class SearchBuilder:
         sources: Sequence[tuple[Path, int, str]],
         *,
         before: Sequence[str] = (),
+        after: Callable[[], None] | None = None,
     ) -> None:
         self._db = db
         self._lock = lock
         self._sources = tuple(sources)
         self._before = tuple(before)
+        self._after = after
         self._done = threading.Event()
         self._started = threading.Lock()
         self._error: str | None = None
@@ -121,6 +125,9 @@ class SearchBuilder:
         except Exception as exc:  # reported to every search waiting on the index
             self._error = f"cannot index the text of the results: {exc}"
             _log.warning("%s", self._error)
+        else:
+            if self._after is not None:
+                self._after()
         finally:
             self._done.set()
 
