@@ -78,8 +78,10 @@ ODD_LINES = [
     b'{"sample_id": "metadata-null", "experiment_name": "base", "metadata": null, '
     b'"score": {"value": 1}, "latency_ms": 1}\n',
     line(sample_id="metadata-list", metadata=[1, 2]),
-    line(sample_id="bad-metric", score=score(metrics=[{"name": 3, "value": 1}, {"name": "ok",
-         "value": 0.25, "weight": 1}])),  # fmt: skip
+    line(
+        sample_id="bad-metric",
+        score=score(metrics=[{"name": 3, "value": 1}, {"name": "ok", "value": 0.25, "weight": 1}]),
+    ),
     line(sample_id="bool-metric", score=score(metrics=[{"name": "b", "value": True}])),
     line(sample_id="metrics-null", score=score(metrics=None)),
     line(sample_id="big-epoch", epoch=2**70),
@@ -88,8 +90,11 @@ ODD_LINES = [
     line(sample_id="errored", error="boom 3", error_kind="agent", score=score(passed=False)),
     line(sample_id="error-no-kind", error="boom", error_kind=None),
     line(sample_id="reason-null", score=score(reason=None)),
-    line(sample_id="talk", messages=[{"role": "user", "content": "hi"}] * 3,
-         tool_calls=[{"name": "t", "params": {}, "message": "m", "success": True}]),  # fmt: skip
+    line(
+        sample_id="talk",
+        messages=[{"role": "user", "content": "hi"}] * 3,
+        tool_calls=[{"name": "t", "params": {}, "message": "m", "success": True}],
+    ),
     b"\n",
     b"{not json\n",
     b'{"sample_id": "no-score", "experiment_name": "base", "latency_ms": 1}\n',

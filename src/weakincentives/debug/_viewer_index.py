@@ -7,14 +7,17 @@ Full results are not kept: a row remembers where its line starts in the file, an
 sample page reads that one line again. So memory grows with the index, not with the
 transcripts, and one page of 100,000 results is one indexed SQL query.
 
-**Loading.** Lines go through the loader `wink query` uses (`_run_loader.py`): staged in
-batches, parsed by SQLite, one `INSERT ... SELECT` per batch pulls every column and the
-metadata out of a line at once (in C; no Python per result). A line is a result when it
-is JSON with the fields the index needs, of the right types (`_CHECKS`); the sample page
-validates the whole line with `EvalResult` when it is opened. The full-text index, about
-half of the work (gathering the text, then FTS5), is built after `finish()` on a
-background thread (`_viewer_search.py`): the viewer serves as soon as the columns are in,
-and a search waits for the text index only if it asks before it is ready.
+**Loading.** msgspec reads the fields the index keeps from each line (`_viewer_lines.py`;
+the transcript is skipped, not built) and the rows are inserted in batches. A line msgspec
+does not take as a plain result goes through the loader `wink query` uses
+(`_run_loader.py`): staged, parsed by SQLite, kept or skipped by the checks of
+`_viewer_schema.py` (`_CHECKS`), so both paths fill the tables the same way. The sample
+page validates the whole line with `EvalResult` when it is opened. `finish()` builds the
+indexes the first page needs; the sort indexes and the full-text index (`_viewer_search.py`)
+are built after it on a background thread, which the viewer starts once its first page is
+made (`start_background`); a search that comes first waits for them. A finished index can
+be saved and opened again without reading the run (`cache_to`, `from_cache`; see
+`_viewer_cache.py`).
 
 **Which line counts.** As for every reader of a run, the last line written for a
 `(sample_id, experiment_name, epoch)` wins; earlier lines are dropped from the index.
