@@ -5,9 +5,9 @@ results) and, once the index is complete (sort indexes and text included), saves
 `.viewer-cache.sqlite` in the run directory. The next `wink debug RUN` loads that file
 instead of reading the run, if it is still the run's:
 
-- its **signature** matches: the viewer's cache version, the package version, and the
-  size, modification time and inode of `results.jsonl` (a result appended, a file
-  rewritten: the cache is ignored and written again);
+- its **signature** matches: a hash of the code that builds the index (a new version
+  of it builds again), and the size, modification time and inode of `results.jsonl` (a
+  result appended, a file rewritten: the cache is ignored and written again);
 - its **schema** is exactly the one this code creates (`_query_cache.load_cache`): an
   old or planted file never adds tables, views or triggers.
 
@@ -18,9 +18,10 @@ a single run (a directory of runs is indexed every time).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from pathlib import Path
 
-from weakincentives import __version__
 from weakincentives.evals import RESULTS_FILE
 
 from ._viewer_index import ResultIndex
@@ -31,6 +32,22 @@ CACHE_FILE = ".viewer-cache.sqlite"
 """Name of the cache file in a run directory."""
 
 _VERSION = "1"
+_CODE = (
+    "_run_loader.py", "_viewer_cache.py", "_viewer_index.py", "_viewer_lines.py",
+    "_viewer_schema.py", "_viewer_search.py",
+)  # fmt: skip
+"""The modules that decide what the index holds."""
+
+
+@functools.cache
+def _code_version() -> str:
+    digest = hashlib.sha256(_VERSION.encode())
+    for name in _CODE:
+        try:
+            digest.update((Path(__file__).parent / name).read_bytes())
+        except OSError:  # not installed as files: the version constant alone
+            digest.update(name.encode())
+    return digest.hexdigest()[:16]
 
 
 def index_signature(run_dir: Path) -> str | None:
@@ -39,7 +56,7 @@ def index_signature(run_dir: Path) -> str | None:
         stat = (run_dir / RESULTS_FILE).stat()
     except OSError:
         return None
-    return f"viewer {_VERSION} {__version__} {stat.st_size} {stat.st_mtime_ns} {stat.st_ino}"
+    return f"viewer {_code_version()} {stat.st_size} {stat.st_mtime_ns} {stat.st_ino}"
 
 
 def open_run_index(run_dir: Path, *, cache: bool = True) -> ResultIndex:
