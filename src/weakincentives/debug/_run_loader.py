@@ -44,6 +44,7 @@ __all__ = [
     "delete_superseded",
     "fields_select",
     "prepare",
+    "read_lines",
     "stage",
     "stage_lines",
 ]
@@ -154,7 +155,7 @@ def stage_lines(
     Raises:
         OSError: the file cannot be opened or read.
     """
-    for flat in _read(path, limit, only, batch_lines):
+    for flat in read_lines(path, limit=limit, only=only, batch_lines=batch_lines):
         yield stage(conn, flat)
     conn.execute(f"DELETE FROM {STAGE}")
 
@@ -173,10 +174,20 @@ def stage(conn: sqlite3.Connection, flat: Sequence[int | str]) -> Batch:
     return Batch(lines=len(flat) // 3, last_line=int(flat[-3]))
 
 
-def _read(
-    path: Path, limit: int | None, only: Collection[int] | None, batch_lines: int
+def read_lines(
+    path: Path,
+    *,
+    limit: int | None = None,
+    only: Collection[int] | None = None,
+    batch_lines: int = BATCH_LINES,
 ) -> Iterator[list[int | str]]:
-    """Batches of `line, offset, text` of the non-blank lines, flattened (as bound)."""
+    """Batches of `line, offset, text` of the non-blank lines, flattened (what `stage` takes).
+
+    The arguments are `stage_lines`'.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
     offset = lineno = 0
     end = limit if limit is not None else -1
     stop = False

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from weakincentives.errors import ViewerError
 
-from ._run_loader import STAGE, stage_lines
+from ._run_loader import STAGE, read_lines, stage
 
 __all__ = ["SEARCH_WAIT", "SearchBuilder"]
 
@@ -31,6 +31,7 @@ SEARCH_WAIT = 300.0
 """Seconds a search waits for the text index before it is refused."""
 
 _log = logging.getLogger(__name__)
+_BATCH_LINES = 250
 
 _NL = "char(10)"
 
@@ -134,14 +135,15 @@ class SearchBuilder:
     def _index(self, path: Path, id_base: int, run_id: str) -> None:
         with self._lock:
             kept = {line for (line,) in self._db.execute(_KEPT, (run_id,))}
-        batches = stage_lines(self._db, path, only=kept)
-        while True:
+        # Lines are read outside the lock, and a batch is small: a page asked for meanwhile
+        # waits for one batch at most (milliseconds).
+        for flat in read_lines(path, only=kept, batch_lines=_BATCH_LINES):
             with self._lock:
                 self._db.execute("PRAGMA query_only = OFF")
                 try:
-                    if next(batches, None) is None:  # the generator emptied the stage
-                        return
+                    stage(self._db, flat)
                     self._db.execute(_SEARCH_FILL, {"id_base": id_base})
+                    self._db.execute(f"DELETE FROM {STAGE}")
                 finally:
                     self._db.execute("PRAGMA query_only = ON")
 
