@@ -358,3 +358,22 @@ def test_a_cached_index_keeps_the_skipped_lines(cached_run: Path) -> None:
     assert (indexed.results, indexed.lines, indexed.skipped_count) == (2, 3, 1)
     assert indexed.skipped[0].endswith(":3: not valid JSON")
     assert dataclasses.replace(indexed, skipped=()).path == cached_run
+
+
+def test_a_reader_is_a_copy_that_charts_the_same(tmp_path: Path) -> None:
+    from weakincentives.debug._viewer_charts import index_charts
+
+    results = generated_results(3, epochs=2)
+    store = RunStore(tmp_path, clock=FakeClock(), sync_interval=None)
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="gen") as run:
+        run.extend(results)
+    data = ViewerData.open(tmp_path / "gen", cache=False)
+    reader = data.index.reader()
+    try:
+        on_copy = index_charts(reader, "gen", slice_key="level")
+    finally:
+        reader.close()
+    assert on_copy == index_charts(data.index, "gen", slice_key="level")
+    assert on_copy.slice is not None and on_copy.epochs and on_copy.failures["not_passed"]
+    with pytest.raises(sqlite3.ProgrammingError):
+        reader.query("SELECT 1")  # closed

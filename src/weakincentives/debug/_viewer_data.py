@@ -38,12 +38,15 @@ from ._provenance import provenance_rows
 from ._viewer_cache import open_run_index
 from ._viewer_charts import (
     MAX_SLICE_VALUES,
+    IndexCharts,
+    Queryable,
     comparison_charts,
+    index_charts,
     run_charts,
     slice_comparisons,
     slice_keys,
 )
-from ._viewer_index import ResultIndex
+from ._viewer_index import IndexReader, ResultIndex
 from ._viewer_stats import ExperimentColumns, experiment_columns
 from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
@@ -298,28 +301,47 @@ class ViewerData:
 
         def make() -> dict[str, Any]:
             experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
-            made: dict[str, Any] = json_safe(
-                run_charts(self._index, run_id, experiments, self._columns(run_id), slice_key=key)
+            made = self._index_charts(run_id, key, self._index)
+            charts: dict[str, Any] = json_safe(
+                run_charts(made, experiments, self._columns(run_id), slice_key=key)
             )
-            return made
+            return charts
 
         return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+
+    def _index_charts(self, run_id: str, key: str | None, index: Queryable) -> IndexCharts:
+        return self._charts.get(
+            ("index", run_id, key), lambda: index_charts(index, run_id, slice_key=key)
+        )
 
     def warm(self) -> threading.Thread | None:
         """Compute the landing page of a single run (statistics, charts) in the background.
 
         `wink debug RUN` calls this before it serves: the page is made while the server
         starts and the browser loads the viewer, and its requests then find it made (or
-        wait for it, never making it twice). Nothing is done for several runs or a
-        bundle (their landing page is the list of runs). Returns the thread, if started.
+        wait for it, never making it twice). The charts that SQL makes are made on a
+        copy of the index (`ResultIndex.reader`) beside the statistics: two cores share
+        the work. Nothing is done for several runs or a bundle (their landing page is
+        the list of runs). Returns the thread, if started.
         """
         runs = self._index.runs()
         if self._bundle is not None or len(runs) != 1:
             return None
         run_id = runs[0].run_id
 
+        def charts(reader: IndexReader, key: str | None) -> None:
+            try:
+                self._index_charts(run_id, key, reader)
+            except Exception:  # made again, and reported, by the page's own request
+                _log.debug("charting %s on a copy failed", run_id, exc_info=True)
+            finally:
+                reader.close()
+
         def make() -> None:
             try:
+                key = self._slice_key(run_id, None)[0]
+                reader = self._index.reader()
+                threading.Thread(target=charts, args=(reader, key), daemon=True).start()
                 self.run(run_id)
                 self._run_charts(run_id, None)
             except Exception:  # the page's own request reports it

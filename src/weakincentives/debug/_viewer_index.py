@@ -13,7 +13,7 @@ does not take as a plain result goes through the loader `wink query` uses
 (`_run_loader.py`): staged, parsed by SQLite, kept or skipped by the checks of
 `_viewer_schema.py` (`_CHECKS`), so both paths fill the tables the same way. The sample
 page validates the whole line with `EvalResult` when it is opened. `finish()` builds the
-indexes the first page needs; the sort indexes and the full-text index (`_viewer_search.py`)
+indexes the first page needs; the full-text index (`_viewer_search.py`) and the sort indexes
 are built after it on a background thread, which the viewer starts once its first page is
 made (`start_background`); a search that comes first waits for them. A finished index can
 be saved and opened again without reading the run (`cache_to`, `from_cache`; see
@@ -75,7 +75,7 @@ from ._viewer_types import (
     where_clause,
 )
 
-__all__ = ["ResultIndex"]
+__all__ = ["IndexReader", "ResultIndex"]
 
 _log = logging.getLogger(__name__)
 _MAX_FACET_VALUES = 50
@@ -239,7 +239,7 @@ class ResultIndex:
     def finish(self, *, search_in_background: bool = True, defer: bool = False) -> None:
         """Build the first page's indexes, make the database read-only, then the rest.
 
-        The rest (the indexes of the grid's sorts, then the full-text index) is built on
+        The rest (the full-text index, then the indexes of the grid's sorts) is built on
         a background thread (see `SearchBuilder`), or before this returns with
         `search_in_background=False`. With `defer=True` the thread waits for
         `start_background()` (the viewer calls it once the first page is served, so the
@@ -256,7 +256,7 @@ class ResultIndex:
                 for run in self._runs.values()
             ]
         self._search = SearchBuilder(
-            self._db, self._lock, sources, before=LATER_INDEXES, after=self._save_cache
+            self._db, self._lock, sources, then=LATER_INDEXES, after=self._save_cache
         )
         if not search_in_background:
             self._search.run()
@@ -497,6 +497,26 @@ class ResultIndex:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
+    def reader(self) -> IndexReader:
+        """A copy of the finished index on a connection of its own, for `query` only.
+
+        Queries on it run beside the index's own (SQLite works without the GIL): the
+        viewer makes a run page's charts on one while it computes the statistics.
+        Call it before the background work starts (`start_background`), while the
+        tables hold what the copy should.
+
+        Raises:
+            ViewerError: the index is not finished.
+        """
+        copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        with self._lock:
+            if not self._finished:
+                copy.close()
+                raise ViewerError("the index is not finished; call finish() first")
+            self._db.backup(copy)
+        copy.execute("PRAGMA query_only = ON")
+        return IndexReader(copy)
+
     def outcomes(self, run_id: str, experiment: str) -> tuple[Outcomes, tuple[int, ...]]:
         """One experiment's outcomes as columns (what a comparison reads), and result ids.
 
@@ -526,6 +546,24 @@ class ResultIndex:
         with self._lock:
             found = self._db.execute(sql, (run_id, json.dumps(list(ids)))).fetchall()
         return {row.id: row for row in map(_to_row, found)}
+
+
+class IndexReader:
+    """Read-only SQL over a copy of an index (`ResultIndex.reader`); `close` frees it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of `sql` with `params` (as `ResultIndex.query`)."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Free the copy."""
+        with self._lock:
+            self._db.close()
 
 
 def _indexed_run(run_dir: Path, info: dict[str, Any]) -> IndexedRun:

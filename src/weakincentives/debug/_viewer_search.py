@@ -75,9 +75,9 @@ class SearchBuilder:
         lock: The lock that serializes every use of `db`.
         sources: `(results file, id base, run id)` per run: a line `n` of the file is
             result `id_base + n` of the index.
-        before: SQL statements to run first, one at a time under the lock (the
-            index's later indexes).
-        after: Called once the text is indexed, before searches stop waiting (the
+        then: SQL statements to run once the text is in, one at a time under the lock
+            (the index's sort indexes).
+        after: Called once all is built, before searches stop waiting (the
             index saves its cache).
     """
 
@@ -87,13 +87,13 @@ class SearchBuilder:
         lock: threading.Lock,
         sources: Sequence[tuple[Path, int, str]],
         *,
-        before: Sequence[str] = (),
+        then: Sequence[str] = (),
         after: Callable[[], None] | None = None,
     ) -> None:
         self._db = db
         self._lock = lock
         self._sources = tuple(sources)
-        self._before = tuple(before)
+        self._then = tuple(then)
         self._after = after
         self._done = threading.Event()
         self._started = threading.Lock()
@@ -114,15 +114,17 @@ class SearchBuilder:
 
     def _build(self) -> None:
         try:
-            for statement in self._before:  # one at a time: pages are answered between
+            for path, id_base, run_id in self._sources:
+                self._index(path, id_base, run_id)
+            # Last: each holds the lock for a while (a page waits for one at most), and
+            # until they exist the grid sorts without them.
+            for statement in self._then:
                 with self._lock:
                     self._db.execute("PRAGMA query_only = OFF")
                     try:
                         self._db.execute(statement)
                     finally:
                         self._db.execute("PRAGMA query_only = ON")
-            for path, id_base, run_id in self._sources:
-                self._index(path, id_base, run_id)
         except Exception as exc:  # reported to every search waiting on the index
             self._error = f"cannot index the text of the results: {exc}"
             _log.warning("%s", self._error)
