@@ -198,6 +198,35 @@ def test_json_schema_is_a_fresh_copy_each_time() -> None:
     assert again["properties"]["kind"]["enum"] == ["line", "polygon"]
 
 
+def test_json_schema_without_copy_is_the_one_cached_schema() -> None:
+    shared = serde.json_schema(Shape, copy=False)
+    assert serde.json_schema(Shape, copy=False) is shared
+    assert serde.json_schema(Shape) == shared
+    assert serde.json_schema(Shape) is not shared
+
+
+class _Opaque:
+    """A plain class: pydantic has no schema for it."""
+
+
+@dataclass(frozen=True)
+class _HoldsOpaque:
+    thing: _Opaque
+
+
+def test_prepare_builds_the_schema_and_leaves_failures_to_first_use() -> None:
+    @dataclass(frozen=True)
+    class Fresh:
+        n: int
+
+    assert serde.prepare(Fresh) is True
+    assert serde.json_schema(Fresh, copy=False)["required"] == ["n"]
+    assert serde.load(Fresh, {"n": "3"}) == Fresh(3)
+    assert serde.prepare(_HoldsOpaque) is False  # no error where the type is declared
+    with pytest.raises(Exception, match="_Opaque"):
+        serde.json_schema(_HoldsOpaque)
+
+
 @dataclass(frozen=True, slots=True)
 class PointPlus(Point):
     z: int = 9

@@ -42,6 +42,9 @@ __all__ = [
     "json_schema",
     "load",
     "loads",
+    "prepare",
+    "prepare_later",
+    "prepare_pending",
 ]
 
 T = TypeVar("T")
@@ -242,13 +245,54 @@ def loads(tp: Any, data: str | bytes) -> Any:
         ) from exc
 
 
-def json_schema(tp: type[object] | Any) -> dict[str, Any]:
+def json_schema(tp: type[object] | Any, *, copy: bool = True) -> dict[str, Any]:
     """Return the JSON schema of `tp` (used for tool params and structured output).
 
     Built once per type (pydantic takes 100 µs or more, and an agent asks for its output
-    schema on every run); each call returns a fresh copy the caller may change.
+    schema on every run); each call returns a fresh copy the caller may change, or with
+    `copy=False` the one cached schema, shared by every caller: read it, never change it
+    (the agent loop hands it to each model request this way).
     """
-    return cast(dict[str, Any], _copy_json(_cached_schema(cast(Any, tp))))
+    schema = _cached_schema(cast(Any, tp))
+    return cast(dict[str, Any], _copy_json(schema)) if copy else schema
+
+
+def prepare(tp: type[object] | Any) -> bool:
+    """Build now what `load`, `loads` and `json_schema` of `tp` build on first use.
+
+    The first structured value of a process otherwise pays, on its first sample, for
+    importing pydantic and generating `tp`'s validator and schema (about 100 ms, then
+    a millisecond or so per type). Returns False, leaving the error to the first real
+    use, when pydantic cannot handle `tp`.
+    """
+    try:
+        _cached_schema(cast(Any, tp))
+    except Exception:  # reported where the type is used, as it was before
+        return False
+    return True
+
+
+_PENDING: list[Any] = []
+
+
+def prepare_later(tp: type[object] | Any) -> None:
+    """Note `tp` for `prepare_pending`: cheap, and imports nothing.
+
+    `PromptTemplate` notes its output type and its tools' parameter types when it is
+    defined (often at import time, where pydantic is not wanted: a program that never
+    runs the prompt must not pay for it).
+    """
+    _PENDING.append(tp)
+
+
+def prepare_pending() -> None:
+    """`prepare` every type noted by `prepare_later` since the last call.
+
+    An `AgentLoop` calls this when it is built: its prompts are about to run, so their
+    types are prepared there rather than on the first sample of its first run.
+    """
+    while _PENDING:
+        prepare(_PENDING.pop())
 
 
 @functools.lru_cache(maxsize=512)

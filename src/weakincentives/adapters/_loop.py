@@ -164,7 +164,9 @@ class _RunState:
         prompt, rendered = self.prompt, self.rendered
         tools = {t.name: t for t in rendered.tools}
         specs = tuple(t.spec() for t in rendered.tools)
-        schema = serde.json_schema(rendered.output_type) if rendered.output_type else None
+        # Shared, not copied: `ModelRequest.output_schema` is read-only (a Mapping).
+        output_type = rendered.output_type
+        schema = serde.json_schema(output_type, copy=False) if output_type else None
         retries_left = output_retries
         turn_index = 0
         while turn_index < max_turns:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from weakincentives import serde
 from weakincentives.errors import PromptParamsError, PromptRenderError
 from weakincentives.prompt._overrides import (
     PromptOverridesStore,
@@ -104,6 +105,12 @@ class PromptTemplate(Generic[OutputT]):
         tool_names = [t.name for t in self.tools]
         if len(tool_names) != len(set(tool_names)):
             raise PromptRenderError(f"prompt {self.ns}/{self.key} has duplicate tool names")
+        # The output type's validator and schema, and the tools', are built when an agent
+        # loop is (`serde.prepare_pending`), not on the first sample of its first run.
+        if self.output_type is not None:
+            serde.prepare_later(self.output_type)
+        for tool in self.tools:
+            serde.prepare_later(tool.params_type)
 
     @property
     def display_name(self) -> str:
