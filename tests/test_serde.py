@@ -4,6 +4,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
+from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 from uuid import UUID
 
@@ -281,3 +282,40 @@ def test_whole_number_reads_a_float_rounded_and_refuses_text() -> None:
     assert serde.load(Annotated[int, "doc"] | None, None) is None
     with pytest.raises(SerdeError):
         serde.load(serde.WholeNumber, "twelve")
+
+
+class _Letter(Enum):
+    A = "a"
+
+
+@dataclass(frozen=True)
+class _Inner:
+    a: float
+    b: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Outer:
+    x: Any
+    y: list[Any]
+    z: float = float("nan")
+    w: Any = None
+    v: int = field(default=3, init=False)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _Outer(_Inner(1.5, (1, 2)), [_Inner(float("inf"), ()), {"k": {1, 2}}], w=_Letter.A),
+        _Outer(datetime(2020, 1, 1), [UUID(int=5), b"xx", frozenset({"a"})]),
+        _Outer(_Outer(1, []), [ValueError("boom")]),
+        _Inner(-0.0, ()),
+    ],
+)
+def test_dump_of_a_dataclass_is_what_pydantic_infers(value: object) -> None:
+    # `dump` serializes a dataclass knowing its fields; the data must not change.
+    import pydantic_core
+
+    expected = pydantic_core.to_jsonable_python(value, fallback=serde._fallback)
+    assert repr(serde.dump(value)) == repr(expected)
+    assert repr(serde.dump(value)) == repr(expected)  # the cached serializer too

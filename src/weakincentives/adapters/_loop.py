@@ -9,6 +9,7 @@ are synchronous and expected to be quick.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
@@ -295,7 +296,12 @@ class _RunState:
 
 
 def _type_name(tp: type[Any] | None) -> str | None:
-    return None if tp is None else f"{tp.__module__}.{tp.__qualname__}"
+    return None if tp is None else _qualified(tp)
+
+
+@functools.lru_cache(maxsize=256)
+def _qualified(tp: type[Any]) -> str:
+    return f"{tp.__module__}.{tp.__qualname__}"
 
 
 def _retry_text(exc: AdapterResponseError) -> str:
