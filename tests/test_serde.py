@@ -312,10 +312,11 @@ class _Outer:
         _Inner(-0.0, ()),
     ],
 )
-def test_dump_of_a_dataclass_is_what_pydantic_infers(value: object) -> None:
+def test_dump_and_dumps_of_a_dataclass_are_what_pydantic_infers(value: object) -> None:
     # `dump` serializes a dataclass knowing its fields; the data must not change.
     import pydantic_core
 
     expected = pydantic_core.to_jsonable_python(value, fallback=serde._fallback)
     assert repr(serde.dump(value)) == repr(expected)
     assert repr(serde.dump(value)) == repr(expected)  # the cached serializer too
+    assert serde.dumps(value) == pydantic_core.to_json(value, fallback=serde._fallback)

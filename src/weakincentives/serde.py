@@ -97,12 +97,9 @@ def _fallback(value: Any) -> Any:
 def dump(value: object) -> Any:
     """Convert `value` to JSON-compatible Python (dicts, lists, str, numbers, None)."""
     try:
-        kind = type(value)
-        flat = _FLAT.get(kind, _UNSEEN)
+        flat = _FLAT.get(type(value), _UNSEEN)
         if flat is _UNSEEN:
-            flat = _flat_serializer(kind)
-            if len(_FLAT) < 1024:  # classes made on the fly must not grow it forever
-                _FLAT[kind] = flat
+            flat = _flat_of(type(value))
         if flat is not None:  # a dataclass: the same data, its fields not read anew
             return flat.to_python(value, mode="json", fallback=_fallback, warnings=False)
         return pydantic_core.to_jsonable_python(value, fallback=_fallback)
@@ -112,7 +109,15 @@ def dump(value: object) -> Any:
 
 _UNSEEN: Any = object()
 _FLAT: dict[type[Any], pydantic_core.SchemaSerializer | None] = {}
-"""Per class given to `dump`: a serializer of its fields when it is a dataclass, else None."""
+"""Per class given to `dump` or `dumps`: a serializer of its fields when it is a dataclass,
+else None."""
+
+
+def _flat_of(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
+    flat = _flat_serializer(cls)
+    if len(_FLAT) < 1024:  # classes made on the fly must not grow it forever
+        _FLAT[cls] = flat
+    return flat
 
 
 def _flat_serializer(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
@@ -132,6 +137,11 @@ def _flat_serializer(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
 def dumps(value: object) -> bytes:
     """Serialize `value` to compact JSON bytes."""
     try:
+        flat = _FLAT.get(type(value), _UNSEEN)
+        if flat is _UNSEEN:
+            flat = _flat_of(type(value))
+        if flat is not None:  # a dataclass (see `dump`)
+            return flat.to_json(value, fallback=_fallback, warnings=False)
         return pydantic_core.to_json(value, fallback=_fallback)
     except pydantic_core.PydanticSerializationError as exc:
         raise SerdeError(f"cannot serialize {type(value).__name__}: {exc}") from exc
