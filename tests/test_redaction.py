@@ -120,7 +120,7 @@ class _Reply:
 
 class _Pair(NamedTuple):
     text: str
-    count: int
+    n: int
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ def dumps(value: object) -> bytes:
         if flat is _UNSEEN:
             flat = _flat_of(type(value))
         if flat is not None:  # a dataclass (see `dump`)
-            return flat.to_json(value, fallback=_fallback, warnings=False)
+            return cast(bytes, flat.to_json(value, fallback=_fallback, warnings=False))
         return pydantic_core.to_json(value, fallback=_fallback)
     except pydantic_core.PydanticSerializationError as exc:
         raise SerdeError(f"cannot serialize {type(value).__name__}: {exc}") from exc

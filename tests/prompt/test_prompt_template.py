@@ -165,10 +165,10 @@ def test_defining_a_template_notes_its_output_and_tool_types(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Noted, not built (that imports pydantic): an agent loop builds them (serde.prepare_pending).
-    from weakincentives.prompt import _template as template_module
+    from weakincentives import serde
 
     noted: list[object] = []
-    monkeypatch.setattr(template_module.serde, "prepare_later", noted.append)
+    monkeypatch.setattr(serde, "prepare_later", noted.append)
     tool = calculator_tool()
     PromptTemplate[Persona](ns="tests", key="typed", output_type=Persona, tools=(tool,))
     assert noted == [Persona, tool.params_type]

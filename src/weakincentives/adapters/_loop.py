@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -296,11 +296,11 @@ class _RunState:
 
 
 def _type_name(tp: type[Any] | None) -> str | None:
-    return None if tp is None else _qualified(tp)
+    return None if tp is None else _qualified(cast(Any, tp))
 
 
 @functools.lru_cache(maxsize=256)
-def _qualified(tp: type[Any]) -> str:
+def _qualified(tp: Any) -> str:  # a class
     return f"{tp.__module__}.{tp.__qualname__}"
 
 

@@ -8,7 +8,7 @@ import string
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.errors import PromptParamsError, PromptRenderError
@@ -39,7 +39,7 @@ def _compiled(text: str) -> tuple[string.Template, tuple[str, ...]]:
 
 
 @functools.lru_cache(maxsize=256)
-def _field_names(cls: type[Any]) -> frozenset[str]:
+def _field_names(cls: Any) -> frozenset[str]:  # a dataclass type
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
@@ -280,7 +280,7 @@ class Prompt(Generic[OutputT]):
                     f"prompt {self.name}: section {section.key!r} needs "
                     f"{params_type.__name__} params; call bind() with one",
                 )
-            fields = _field_names(type(bound))
+            fields = _field_names(cast(Any, type(bound)))
             source: Mapping[str, Any] = {n: getattr(bound, n) for n in names if n in fields}
         else:
             source = self.values
