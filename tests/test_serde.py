@@ -320,3 +320,18 @@ def test_dump_and_dumps_of_a_dataclass_are_what_pydantic_infers(value: object) -
     assert repr(serde.dump(value)) == repr(expected)
     assert repr(serde.dump(value)) == repr(expected)  # the cached serializer too
     assert serde.dumps(value) == pydantic_core.to_json(value, fallback=serde._fallback)
+
+
+def test_a_pydantic_dataclass_keeps_its_own_serializer() -> None:
+    import pydantic
+
+    @pydantic.dataclasses.dataclass(frozen=True)
+    class Money:
+        cents: int
+
+        @pydantic.field_serializer("cents")
+        def _as_text(self, cents: int) -> str:
+            return f"{cents / 100:.2f}"
+
+    assert serde.dump(Money(150)) == {"cents": "1.50"}
+    assert serde.dumps(Money(150)) == b'{"cents":"1.50"}'

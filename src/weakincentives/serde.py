@@ -108,6 +108,7 @@ def dump(value: object) -> Any:
 
 
 _UNSEEN: Any = object()
+_PYDANTIC_OWN = ("__pydantic_serializer__", "__get_pydantic_core_schema__", "__pydantic_fields__")
 _FLAT: dict[type[Any], pydantic_core.SchemaSerializer | None] = {}
 """Per class given to `dump` or `dumps`: a serializer of its fields when it is a dataclass,
 else None."""
@@ -127,8 +128,8 @@ def _flat_serializer(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
     costs for a small one); every field's value is still inferred, so the result is
     the same. None for any other class.
     """
-    if not _is_dataclass_type(cls):
-        return None
+    if not _is_dataclass_type(cls) or any(hasattr(cls, name) for name in _PYDANTIC_OWN):
+        return None  # a pydantic dataclass serializes its own way (field serializers...)
     return pydantic_core.SchemaSerializer(
         _flat_schema(cls), core_schema.CoreConfig(ser_json_inf_nan="constants")
     )
@@ -328,8 +329,12 @@ def prepare_pending() -> None:
     An `AgentLoop` calls this when it is built: its prompts are about to run, so their
     types are prepared there rather than on the first sample of its first run.
     """
-    while _PENDING:
-        prepare(_PENDING.pop())
+    while True:
+        try:
+            tp = _PENDING.pop()  # atomic: loops built in two threads share the work
+        except IndexError:
+            return
+        prepare(tp)
 
 
 @functools.lru_cache(maxsize=512)
