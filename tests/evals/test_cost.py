@@ -184,7 +184,8 @@ def test_cost_delta_reads_a_repeated_baseline_key_as_its_last_result() -> None:
     assert cost_delta([result("a", 0.10), result("a", None)], treat) is None
     delta = cost_delta([result("a", None), result("a", 0.10)], treat)
     assert delta is not None
-    assert (delta.n_pairs, delta.delta_usd) == (1, pytest.approx(0.30))
+    assert delta.n_pairs == 1
+    assert delta.delta_usd == pytest.approx(0.30)
 
 
 def test_a_single_priced_result_has_no_interval() -> None:
