@@ -15,6 +15,13 @@ Against a redis-server this benchmark starts (or `REDIS_URL`):
    - `sequential`: `send`, `receive`, `acknowledge` one message at a time;
    - `batched`: `send_many` (one script call per 100 bodies), `receive(max_messages=10)`
      and `acknowledge_all` of each received batch (one atomic script call per batch).
+   The same round trips run again in a child process that, with its own redis-server, is
+   pinned to one CPU (`one_cpu_roundtrip_*`, where the platform can pin): client and
+   server then take turns on one core, so the figure is the CPU work of a round trip.
+   Unpinned, on an otherwise idle virtual machine, each of the three hand-overs between
+   the two processes is a wake-up of an idle CPU, whose latency can dominate (on this
+   2-vCPU machine idle: about 1,700 unbatched messages/s unpinned, 3,000 pinned). The
+   targets are checked on the unpinned figures; the pinned ones are printed beside.
 2. **Scaling**: K = 1, 2, 4 `wink worker` processes (concurrency 1 each) on an agent that
    waits 100 ms, N = 50 K samples through `run_distributed`. The workers are started and
    ready before the clock starts. `speedup_kK = time(K=1) / time(K)`; perfect is K.
@@ -215,6 +222,33 @@ def roundtrip_batched(mailbox: RedisMailbox[str, Any], n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def measure_roundtrips_one_cpu(n: int, repeats: int) -> dict[str, float]:
+    """`measure_roundtrips` in a child process pinned, with its redis-server, to one CPU.
+
+    Empty where the platform cannot pin, or with `REDIS_URL` (a server we did not start).
+    """
+    if not hasattr(os, "sched_setaffinity") or os.environ.get("REDIS_URL"):
+        return {}
+    cpu = min(os.sched_getaffinity(0))
+    code = (
+        "import json, sys\n"
+        "from bench.w4_distributed import measure_roundtrips, redis_url\n"
+        "with redis_url() as url:\n"
+        f"    print(json.dumps(measure_roundtrips(url, {n}, {repeats})))\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=_ROOT, env={**os.environ, "PYTHONPATH": str(_ROOT)},
+    )  # fmt: skip
+    # Pinned while it imports, before it starts its redis-server (which inherits it).
+    os.sched_setaffinity(child.pid, {cpu})
+    out, err = child.communicate(timeout=600)
+    if child.returncode != 0:
+        raise RuntimeError(f"the pinned round trips failed: {err[-2000:]}")
+    measured: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return {f"one_cpu_{name}": value for name, value in measured.items() if "load" not in name}
+
+
 def measure_roundtrips(url: str, n: int, repeats: int) -> dict[str, float]:
     client = redis_client(url)
     namespace = f"w4-{uuid.uuid4().hex[:8]}"
@@ -328,6 +362,7 @@ def main() -> dict[str, float]:
     with redis_url() as url:
         # Round trips are short and noisier than the scaling runs: more repeats.
         metrics = measure_roundtrips(url, messages, 2 * repeats)
+        metrics.update(measure_roundtrips_one_cpu(messages, 2 * repeats))
         metrics.update(measure_scaling(url, levels, per_worker, delay, repeats))
     return metrics
 

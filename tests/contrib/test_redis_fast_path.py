@@ -6,6 +6,7 @@ connections set aside die with it and the mailbox must carry on through the clie
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -228,7 +229,7 @@ def test_direct_calls_read_replies_straight_off_a_hiredis_connection(
         assert calls is not None
         calls.call("PING")  # the first call connects through redis-py
         (conn,) = calls._idle
-        assert _direct._raw_socket_ok(conn)
+        assert type(conn._parser) is _direct._HiredisParser  # the raw path is taken
         big = b"x" * 200_000  # a reply longer than the connection's read buffer
         key = f"{unique_namespace()}:big"
         assert calls.call("SET", key, big) in (b"OK", True)
@@ -285,3 +286,27 @@ def test_each_script_defines_only_the_lua_functions_it_calls() -> None:
         for function in defined:
             calls = re.findall(rf"\b{function}\(", source)
             assert len(calls) > 1, f"{name} defines {function} without calling it"
+
+
+def test_a_forked_child_takes_fresh_connections_not_its_parents(
+    redis_server: RedisEndpoint,
+) -> None:
+    client = redis_server.client()
+    try:
+        calls = direct_calls(client)
+        assert calls is not None
+        calls.call("PING")
+        assert len(calls._idle) == 1
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its inherited connection is forgotten, a new one works
+            ok = calls._idle == [] and calls.call("PING") in (b"PONG", True)
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+        assert len(calls._idle) == 1  # the parent keeps its own
+        assert calls.call("PING") in (b"PONG", True)
+    finally:
+        client.close()

@@ -85,7 +85,6 @@ class DirectCalls:
         self._pool = pool
         # list.append and list.pop are atomic under the GIL: no lock on the hot path.
         self._idle: list[Any] = []
-        self._pid = os.getpid()
 
     def call(self, *args: Any) -> Any:
         """Send one command and return its reply (a Redis error reply is raised).
@@ -95,9 +94,6 @@ class DirectCalls:
                 closed and returned to the pool; run the command through the client).
             redis.ResponseError: Redis answered with an error (the connection is fine).
         """
-        if self._pid != os.getpid():  # forked: the parent's sockets are not ours
-            self._idle = []
-            self._pid = os.getpid()
         try:
             conn = self._idle.pop()
         except IndexError:
@@ -107,8 +103,12 @@ class DirectCalls:
             if _hiredis_pack is None:  # pragma: no cover - hiredis is in the redis extra
                 conn.send_command(*args)
                 reply = conn.read_response()
-            elif _raw_socket_ok(conn):
-                reply = _round_trip(conn, _hiredis_pack(args))
+            elif (
+                type(parser := getattr(conn, "_parser", None)) is _HiredisParser
+                and getattr(parser, "_sock", None) is not None
+                and getattr(parser, "_reader", None) is not None
+            ):  # connected and parsing with hiredis: read it raw
+                reply = _round_trip(parser, _hiredis_pack(args))
             else:
                 conn.send_packed_command((_hiredis_pack(args),))
                 reply = conn.read_response()
@@ -129,18 +129,17 @@ class DirectCalls:
             self._pool.release(conn)
 
 
-def _raw_socket_ok(conn: Any) -> bool:
-    """Whether `conn` is connected and parses with hiredis, so it can be read raw."""
-    parser = getattr(conn, "_parser", None)
-    return (
-        type(parser) is _HiredisParser
-        and getattr(parser, "_sock", None) is not None
-        and getattr(parser, "_reader", None) is not None
-    )
+def _forget_inherited_connections() -> None:
+    """In a forked child: the parent's sockets are not ours; take fresh ones from the pools."""
+    for calls in list(_registry.values()):
+        calls._idle = []
 
 
-def _round_trip(conn: Any, packed: bytes) -> Any:
-    """Send `packed` on the socket of `conn` and read one reply with its hiredis reader.
+os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
+def _round_trip(parser: Any, packed: bytes) -> Any:
+    """Send `packed` on the socket of a connection's hiredis `parser`, read one reply.
 
     Raises:
         redis.ResponseError: The reply is an error (raised as the class redis-py maps
@@ -148,7 +147,6 @@ def _round_trip(conn: Any, packed: bytes) -> Any:
         redis.ConnectionError, redis.TimeoutError: The socket failed or timed out, or
             a RESP3 push came instead of the reply.
     """
-    parser = conn._parser
     sock, reader, buffer = parser._sock, parser._reader, parser._buffer
     try:
         sock.sendall(packed)

@@ -430,7 +430,7 @@ def parse_meta(raw: bytes | str) -> tuple[str, str | None, datetime]:
     Raises:
         TypeError, ValueError, KeyError: The record is missing or malformed.
     """
-    meta = json.loads(raw)
+    meta = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
     reply_to = meta.get("r")
     sent_at = int(meta["s"]) + int(meta["u"]) / 1_000_000
     return (
