@@ -165,6 +165,7 @@ class Collector:
             self.handle.results_path, start=self._start,
             end=self.handle.results_path.stat().st_size, count=self._stored,
             earlier=tuple(self.results), transform=slim, report_fields=True,
+            unique_keys=True,
         )  # fmt: skip
 
     def add(self, results: Sequence[EvalResult]) -> None:

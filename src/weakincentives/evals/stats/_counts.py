@@ -56,9 +56,7 @@ def fsum_counts(counts: ValueCounts, *, shift: float = 0.0, square: bool = False
         return d * d if square else d
 
     return math.fsum(
-        itertools.chain.from_iterable(
-            itertools.repeat(term(v), c) for v, c in counts.items()
-        )
+        itertools.chain.from_iterable(itertools.repeat(term(v), c) for v, c in counts.items())
     )
 
 

@@ -222,9 +222,7 @@ def mean_ci_counts(
     """
     bad = next((v for v in counts if not math.isfinite(v)), None)
     if bad is not None:
-        raise InvalidStatisticError(
-            f"values hold {bad!r}; drop or impute non-finite values first"
-        )
+        raise InvalidStatisticError(f"values hold {bad!r}; drop or impute non-finite values first")
     check_bounds(bounds)
     critical_value(confidence)
     n = sum(counts.values())
