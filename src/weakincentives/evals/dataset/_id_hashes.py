@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 __all__ = ["IdHashes", "IdIndex", "id_hash", "sort_hashes"]
 
@@ -69,9 +69,9 @@ class IdHashes:
         """Start with no ids."""
         self._hashes: array[int] = array("q")
 
-    def add(self, sample_id: str) -> None:
-        """Remember `sample_id`'s hash."""
-        self._hashes.append(hash(sample_id))
+    def add(self, value: Hashable) -> None:
+        """Remember the hash of `value` (an id, or any hashable key)."""
+        self._hashes.append(hash(value))
 
     def __len__(self) -> int:
         return len(self._hashes)
