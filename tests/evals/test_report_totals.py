@@ -60,15 +60,16 @@ def results(n: int, *, seed: int = 0, experiments: tuple[str, ...] = ("base",)) 
     return out
 
 
-def stored(tmp_path: Path, items: list[EvalResult], run_id: str = "r") -> StoredResults:
+def stored(tmp_path: Path, items: list[EvalResult], *, streamed: bool = True) -> StoredResults:
     store = RunStore(tmp_path / "runs", sync_interval=None)
-    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id=run_id) as run:
+    with store.create(Fingerprint(dataset_sha256="0" * 64), run_id="r") as run:
         run.extend(items)
         path = run.results_path
     size = path.stat().st_size
     return StoredResults(
-        path, start=0, end=size, count=len(items), report_fields=True, unique_keys=True
-    )
+        path, start=0, end=size, count=len(items), report_fields=True, unique_keys=True,
+        streamed=streamed,
+    )  # fmt: skip
 
 
 def views(report: EvalReport) -> str:
@@ -109,9 +110,10 @@ def test_the_numbers_do_not_depend_on_the_order_of_the_results() -> None:
 
 def test_two_experiments_read_their_results_for_the_comparison(tmp_path: Path) -> None:
     items = results(200, experiments=("base", "v2"))
-    streamed = EvalReport(results=stored(tmp_path, items), run_id="r")
-    assert views(streamed) == views(EvalReport(results=tuple(items), run_id="r"))
-    assert list(streamed.to_dict()["comparisons"]) == ["v2"]
+    for streamed in (True, False):  # as the runner marks it (False), or streamed anyway
+        report = EvalReport(results=stored(tmp_path / str(streamed), items, streamed=streamed))
+        assert views(report) == views(EvalReport(results=tuple(items)))
+        assert list(report.to_dict()["comparisons"]) == ["v2"]
 
 
 def test_the_counts_give_numpy_percentiles_and_the_mean_ci_of_the_values() -> None:

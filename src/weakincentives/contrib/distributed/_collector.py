@@ -75,6 +75,11 @@ class ExpectedKeys:
             return None
         return (experiment * self._epochs + epoch) * len(self._index) + rank
 
+    @property
+    def single(self) -> bool:
+        """Whether the run has one experiment and one epoch (one result per sample)."""
+        return len(self._names) == 1 and self._epochs == 1
+
     def __contains__(self, key: object) -> bool:
         return self.slot(key) is not None
 
@@ -165,7 +170,7 @@ class Collector:
             self.handle.results_path, start=self._start,
             end=self.handle.results_path.stat().st_size, count=self._stored,
             earlier=tuple(self.results), transform=slim, report_fields=True,
-            unique_keys=True,
+            unique_keys=True, streamed=self.expected.single,
         )  # fmt: skip
 
     def add(self, results: Sequence[EvalResult]) -> None:

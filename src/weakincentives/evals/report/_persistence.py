@@ -145,16 +145,19 @@ def read_report(path: StrPath, *, slim: bool = False) -> LoadedReport:
 
 
 def _streamed_run(path: Path) -> StoredResults | None:
-    """A run's whole `results.jsonl` as `StoredResults`, when each key occurs once.
+    """A run's `results.jsonl` as `StoredResults`: one experiment and epoch, keys once.
 
     One quick pass reads each line's key only and keeps its 64-bit hash (8 bytes per
     line; two keys whose hashes collide, a 1 in 2**64 chance, only send the file to the
     full reader).
-    None when the file needs the full reader instead: a key recorded twice (a retry:
+    None when the file needs the full reader instead: a second experiment or epoch (the
+    report compares or clusters results side by side: the scan stops there), a key
+    recorded twice (a retry:
     the last line wins), a blank line, a last line cut short, or a line whose key does
     not read (the full reader names its file:line).
     """
     decode = _key_decoder()
+    first: tuple[str, int] | None = None
     seen: array[int] = array("q")
     count = end = 0
     try:
@@ -163,6 +166,11 @@ def _streamed_run(path: Path) -> StoredResults | None:
                 if raw.isspace() or not raw.endswith(b"\n"):
                     return None
                 key = decode(raw)
+                part = (key.experiment_name, key.epoch)
+                if first is None:
+                    first = part
+                elif part != first:
+                    return None  # comparisons, epochs: the report holds the results
                 seen.append(hash((key.sample_id, key.experiment_name, key.epoch)))
                 count += 1
                 end += len(raw)
@@ -170,7 +178,10 @@ def _streamed_run(path: Path) -> StoredResults | None:
         return None
     if _repeats(seen):
         return None
-    return StoredResults(path, start=0, end=end, count=count, report_fields=True, unique_keys=True)
+    return StoredResults(
+        path, start=0, end=end, count=count, report_fields=True, unique_keys=True,
+        streamed=True,
+    )  # fmt: skip
 
 
 @functools.cache

@@ -101,11 +101,12 @@ class EvalReport:
 
     @cached_property
     def _totals(self) -> TotalsByExperiment:
-        # One pass over the results; a run store's are streamed from its file, not kept.
+        # One pass over the results; a run store's are streamed from its file, not kept,
+        # when nothing else needs them side by side (`StoredResults.streamed`).
         results = self.results
-        return TotalsByExperiment.of(
-            results.stream() if isinstance(results, StoredResults) else results
-        )
+        if isinstance(results, StoredResults) and results.streamed:
+            return TotalsByExperiment.of(results.stream())
+        return TotalsByExperiment.of(results)
 
     @cached_property
     def _repeats(self) -> bool:
@@ -306,13 +307,24 @@ class EvalReport:
         Raises:
             ConfigurationError: no result has that experiment name.
         """
-        totals = self._totals.by_experiment.get(name)
-        if totals is not None and len(self._totals.by_experiment) == 1:
-            # Every result is this experiment's: the same results, and their totals.
-            part = EvalReport(results=self.results, run_id=self.run_id, config=self.config)
-            object.__setattr__(part, "_totals", self._totals)
-            return part
-        return self._derived(self._results_of(name))
+        part = self._experiments.get(name)
+        if part is None:
+            if name not in self._totals.by_experiment:
+                self._results_of(name)  # raises, naming the experiments there are
+            if len(self._totals.by_experiment) == 1:
+                # Every result is this experiment's: the same results (not read again).
+                part = EvalReport(results=self.results, run_id=self.run_id, config=self.config)
+            else:
+                part = self._derived(self._results_of(name))
+            # Its totals were counted in this report's pass.
+            object.__setattr__(part, "_totals", self._totals.part(name))
+            self._experiments[name] = part
+        return part
+
+    @cached_property
+    def _experiments(self) -> dict[str, EvalReport]:
+        """The reports `experiment(name)` made, made once each."""
+        return {}
 
     def pass_rate_by_experiment(self) -> dict[str, float]:
         """Pass rate (errors count as not passed) per experiment."""
@@ -469,7 +481,10 @@ class EvalReport:
         kind, latency, usage, metadata, costs), and the rest of each line (transcript,
         output, input, expected, environment, ids) is skipped without being validated:
         the same numbers, read several times faster, in a fraction of the memory. This
-        is what `wink eval report` and `wink eval compare` read.
+        is what `wink eval report` and `wink eval compare` read. A slim read of a run
+        directory in which each key occurs once holds none of its results: they are a
+        `StoredResults` over the run's file, streamed for the report's tables and read
+        back when asked for (keep the directory while the report is in use).
 
         Raises:
             InvalidReportError: unknown format version, or a corrupt line (file:line).

@@ -114,7 +114,7 @@ class ResultTotals:
 class TotalsByExperiment:
     """`ResultTotals` of all results and of each experiment's, and the epochs seen."""
 
-    __slots__ = ("by_experiment", "epochs", "overall")
+    __slots__ = ("by_experiment", "epochs", "epochs_by_experiment", "overall")
 
     def __init__(self) -> None:
         """Start with no results."""
@@ -122,18 +122,31 @@ class TotalsByExperiment:
         self.by_experiment: dict[str, ResultTotals] = {}
         """In order of first appearance."""
         self.epochs: set[int] = set()
+        self.epochs_by_experiment: dict[str, set[int]] = {}
+
+    def part(self, name: str) -> TotalsByExperiment:
+        """The totals of experiment `name`'s results alone (counted in the same pass)."""
+        part = TotalsByExperiment()
+        part.overall = self.by_experiment[name]
+        part.by_experiment = {name: part.overall}
+        part.epochs = self.epochs_by_experiment[name]
+        part.epochs_by_experiment = {name: part.epochs}
+        return part
 
     @classmethod
     def of(cls, results: Iterable[EvalResult]) -> TotalsByExperiment:
         """The totals of `results` (read once)."""
         totals = cls()
-        overall, by_experiment, epochs = totals.overall, totals.by_experiment, totals.epochs
+        overall, by_experiment = totals.overall, totals.by_experiment
+        epochs = totals.epochs_by_experiment
         for result in results:
             overall.add(result)
             name = result.experiment_name
             part = by_experiment.get(name)
             if part is None:
                 part = by_experiment[name] = ResultTotals()
+                epochs[name] = set()
             part.add(result)
-            epochs.add(result.epoch)
+            epochs[name].add(result.epoch)
+        totals.epochs = set().union(*epochs.values())
         return totals

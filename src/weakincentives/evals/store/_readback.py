@@ -61,11 +61,14 @@ class StoredResults(Sequence[EvalResult]):
             faster; the transcript, output, input and expected are then left empty.
         unique_keys: The writer recorded each `(sample, experiment, epoch)` once here
             (`earlier` included), so a report need not read the keys to count them.
+        streamed: A report computes its tables from one pass over `stream()` instead
+            of holding the results (set when nothing else of the report needs them
+            side by side: one experiment, one epoch).
     """
 
     __slots__ = (
         "_count", "_decode", "_earlier", "_end", "_kept", "_lock", "_path", "_start",
-        "_transform", "unique_keys",
+        "_transform", "streamed", "unique_keys",
     )  # fmt: skip
 
     def __init__(
@@ -79,6 +82,7 @@ class StoredResults(Sequence[EvalResult]):
         transform: Callable[[EvalResult], EvalResult] | None = None,
         report_fields: bool = False,
         unique_keys: bool = False,
+        streamed: bool = False,
     ) -> None:
         self._path = path
         self._start = start
@@ -91,6 +95,8 @@ class StoredResults(Sequence[EvalResult]):
         self._lock = threading.Lock()
         self.unique_keys = unique_keys
         """Whether each result key occurs once (see the class docstring)."""
+        self.streamed = streamed
+        """Whether a report streams these results for its tables (class docstring)."""
 
     @property
     def path(self) -> Path:
