@@ -90,8 +90,11 @@ def _timed_ms(action: Callable[[], None], repeats: int = 1) -> float:
     return best
 
 
-def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
-    """Open `run_dir` (a run of `total` results) with `wink debug` in Chromium; time it."""
+def measure_browser(run_dir: Path, total: int, *, index_only: bool = False) -> dict[str, float]:
+    """Open `run_dir` (a run of `total` results) with `wink debug` in Chromium; time it.
+
+    With `index_only` only the opening is timed (`browser_index_s` and its CPU).
+    """
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as playwright:
@@ -108,6 +111,8 @@ def measure_browser(run_dir: Path, total: int) -> dict[str, float]:
             expect(counter).to_have_text(count(1, 50, total), timeout=TIMEOUT_MS)
             index = time.perf_counter() - start
             index_cpu = _cpu_seconds(proc.pid)
+            if index_only:
+                return {"browser_index_s": index, "browser_index_cpu_s": index_cpu}
 
             def next_page() -> None:
                 page.locator(".pager a.next").first.click()

@@ -10,7 +10,9 @@ transcript, 4 experiments). For each size:
   system; steadier than wall time on a shared machine) and `report_<size>_peak_mb` its
   peak RSS;
 - `warm_<size>_s`: the same work in this process, after a first call: `EvalReport.load`
-  (slim, as the command reads) and `render` to a string, without the imports;
+  (slim, as the command reads) and `render` to a string, without the imports (both pause
+  the cyclic garbage collector, as the command does: without that, collections walking
+  the 100,000 results made the warm figure larger than the cold one);
 - `read_<size>_s`: the baseline, reading `results.jsonl` once (`read_bytes`), best of
   `REPEATS`; `report_vs_read_<size>` and `warm_vs_read_<size>` are the ratios to it;
 - `report_bytes_per_result`: how the command's peak RSS grows per result from 10,000 to

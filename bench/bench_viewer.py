@@ -4,10 +4,14 @@ The run has two experiments with transcripts, tool calls and metadata, written w
 real `RunStore`. Reported, in milliseconds unless named `_s`:
 
 - `write_s`: writing the run (for scale; not a viewer number);
-- `index_s`: `ViewerData.open`, i.e. what `wink debug` does before it serves (the
-  index's columns, metadata and metrics, built by SQLite from the lines);
-- `search_ready_s`: until the full-text index, built on a background thread after the
-  columns, is complete (a search waits for it; nothing else does);
+- `index_s`: `ViewerData.open` without the cache, i.e. what `wink debug` does before it
+  serves on a run it has not seen (the index's columns, metadata and metrics; msgspec
+  reads the lines, SQLite holds the rows);
+- `search_ready_s`: until the sort indexes and the full-text index, built on a
+  background thread once the first page is made, are complete (a search waits for
+  them; nothing else does); the cache is written then;
+- `index_cached_s`: `ViewerData.open` again, from the cache the first open wrote
+  (`.viewer-cache.sqlite` beside the run);
 - `page_ms`: the first page of the results grid, no filter;
 - `filter_ms`: a page deep in the results, filtered by experiment, status and metadata,
   sorted by latency, descending;
@@ -25,7 +29,9 @@ real `RunStore`. Reported, in milliseconds unless named `_s`:
   (`wink eval report --html`): its size, and the time to render it from the loaded report.
 
 Targets (issue 19): the index opens in under 3 s and a page answers in under 300 ms at
-100,000 results.
+100,000 results. `browser_index_s` (see `_viewer_browser.py`) is the one a user waits
+for: from starting `wink debug` to the run page with its statistics and charts, on a
+run it has not seen; `browser_index_cached_s` is the same on the next start.
 
 Every request goes through the real app (Starlette's test client, no sockets); the best
 of `REPEATS` counts, except for the cached `run_ms` and `compare_ms` (first call).
@@ -57,11 +63,13 @@ from weakincentives.runtime.session import ChatMessage, TokenUsage, ToolCall
 REPEATS = 5
 TARGETS: dict[str, tuple[str, float]] = {
     "browser_index_s": ("<=", 3.0),
+    "browser_index_cached_s": ("<=", 3.0),
     "browser_page_ms": ("<=", 300.0),
     "browser_filter_ms": ("<=", 300.0),
     "browser_sample_ms": ("<=", 300.0),
     "browser_run_ms": ("<=", 300.0),
     "index_s": ("<=", 3.0),
+    "index_cached_s": ("<=", 1.0),
     "page_ms": ("<=", 300.0),
     "filter_ms": ("<=", 300.0),
     "search_ms": ("<=", 300.0),
@@ -141,12 +149,13 @@ def _best_ms(call: Callable[[], Any], repeats: int = REPEATS) -> float:
 def measure(run_dir: Path, *, full: bool = True) -> dict[str, float]:
     """Open `run_dir` in the viewer and time its main requests (see the module docstring).
 
-    With `full=False` the once-per-run requests (`run_ms`, `compare_ms`) are skipped.
+    With `full=False` the once-per-run requests (`run_ms`, `compare_ms`) and the cached
+    open are skipped.
     """
     from starlette.testclient import TestClient
 
     start = time.perf_counter()
-    data = ViewerData.open(run_dir)
+    data = ViewerData.open(run_dir, cache=False)
     index_s = time.perf_counter() - start
     data.index.wait_for_search()
     search_ready_s = time.perf_counter() - start
@@ -177,6 +186,7 @@ def measure(run_dir: Path, *, full: bool = True) -> dict[str, float]:
             "search_hits": float(get(f"{base}/results", q="quokka")["total"]),
         }
         if full:
+            metrics["index_cached_s"] = _cached_open_s(run_dir)
             sides = {"base_run": run_id, "base": "baseline", "treat": "treatment"}
             metrics["run_ms"] = _best_ms(lambda: get(base), repeats=1)
             metrics["charts_ms"] = _best_ms(lambda: get(f"{base}/charts"), repeats=1)
@@ -189,6 +199,16 @@ def measure(run_dir: Path, *, full: bool = True) -> dict[str, float]:
                     "treat": flip["treatment"]["id"]}  # fmt: skip
             metrics["pair_ms"] = _best_ms(lambda: get("/api/pair", **pair))
     return metrics
+
+
+def _cached_open_s(run_dir: Path) -> float:
+    """Seconds `ViewerData.open` takes on `run_dir` once its cache is written."""
+    data = ViewerData.open(run_dir)  # the first open with the cache on writes it...
+    data.charts(run_dir.name)
+    data.index.wait_for_search()  # ...once its index is complete
+    start = time.perf_counter()
+    ViewerData.open(run_dir)
+    return time.perf_counter() - start
 
 
 def _sides(run_id: str) -> tuple[Any, Any]:
@@ -221,11 +241,16 @@ def main() -> dict[str, float]:
         run_dir = write_synthetic_run(Path(tmp), n)
         write_s = time.perf_counter() - start
         metrics = {"load_average_1m": os.getloadavg()[0]}
-        if available():
-            metrics.update(measure_browser(run_dir, n))
+        browser = available()
+        if browser:
+            metrics.update(measure_browser(run_dir, n))  # a run wink debug has not seen
         else:
             print("Chromium or Playwright missing: the browser figures are not measured")
-        metrics.update(measure(run_dir))
+        metrics.update(measure(run_dir))  # ... which writes the cache
+        if browser:
+            cached = measure_browser(run_dir, n, index_only=True)
+            metrics["browser_index_cached_s"] = cached["browser_index_s"]
+            metrics["browser_index_cached_cpu_s"] = cached["browser_index_cpu_s"]
         metrics.update(measure_report(Path(tmp)))
     return {"results": float(n), "write_s": write_s, **metrics}
 

@@ -53,6 +53,7 @@ from weakincentives.evals import (
 from weakincentives.runtime import InMemoryMailbox
 
 __all__ = [
+    "AGENTS",
     "CONCURRENCY",
     "DRIVERS",
     "TARGETS",
@@ -92,6 +93,10 @@ class Job:
     """A fresh directory for the run store (or the baseline's results file)."""
     delay: float = 0.0
     """Seconds the agent waits before answering (W2); 0 answers at once."""
+    agent: AgentLoop[Any, Any] | None = None
+    """The agent of an agent driver, built before the clock starts (`run_job`): a user
+    builds the loop once, then calls `evaluate()`; building the first one in a process
+    is measured on its own by `bench.cold`."""
 
 
 Driver = Callable[[Job], int]
@@ -239,12 +244,13 @@ def evalloop_async_driver(job: Job) -> int:
 
 def evalloop_agent_driver(job: Job) -> int:
     """`EvalLoop` + `InMemoryMailbox` + `AgentLoop` on `FunctionAdapter`, into a `RunStore`."""
-    return run_evalloop(job, agent_loop(job.delay), iter_agent_samples(job.n))
+    return run_evalloop(job, job.agent or agent_loop(job.delay), iter_agent_samples(job.n))
 
 
 def evalloop_agent_async_driver(job: Job) -> int:
     """`EvalLoop` + the agent on an async model: samples as tasks on the worker's loop."""
-    return run_evalloop(job, async_agent_loop(job.delay), iter_agent_samples(job.n))
+    agent = job.agent or async_agent_loop(job.delay)
+    return run_evalloop(job, agent, iter_agent_samples(job.n))
 
 
 def run_evalloop(job: Job, loop: AgentLoop[Any, Any], samples: Iterator[Sample[Any, Any]]) -> int:
@@ -309,7 +315,7 @@ def runner_async_driver(job: Job) -> int:
 def runner_agent_driver(job: Job) -> int:
     """`run_eval` with the `AgentLoop` on `FunctionAdapter` and a run store."""
     report = run_eval(
-        iter_agent_samples(job.n), agent_loop(job.delay), exact_match,
+        iter_agent_samples(job.n), job.agent or agent_loop(job.delay), exact_match,
         max_concurrent=job.concurrency, store=job.root,
     )  # fmt: skip
     return len(report.results)
@@ -318,7 +324,7 @@ def runner_agent_driver(job: Job) -> int:
 def runner_agent_async_driver(job: Job) -> int:
     """`run_eval` with the agent on an async model (awaited on the event loop)."""
     report = run_eval(
-        iter_agent_samples(job.n), async_agent_loop(job.delay), exact_match,
+        iter_agent_samples(job.n), job.agent or async_agent_loop(job.delay), exact_match,
         max_concurrent=job.concurrency, store=job.root,
     )  # fmt: skip
     return len(report.results)
@@ -337,6 +343,14 @@ DRIVERS: dict[str, Driver] = {
     "runner_agent_async": runner_agent_async_driver,
 }
 """Every driver, by name; `baseline` is the reference of every ratio."""
+
+AGENTS: dict[str, Callable[[float], AgentLoop[Any, Any]]] = {
+    "evalloop_agent": agent_loop,
+    "evalloop_agent_async": async_agent_loop,
+    "runner_agent": agent_loop,
+    "runner_agent_async": async_agent_loop,
+}
+"""The agent each agent driver runs, by driver name (built by `run_job`, untimed)."""
 
 
 # -- measuring -------------------------------------------------------------------------
@@ -363,11 +377,15 @@ def measure(
 def run_job(name: str, driver: Driver, *, n: int, concurrency: int, delay: float = 0.0) -> float:
     """Run `driver` once in a fresh directory; return its wall time in seconds.
 
+    An agent driver's loop (`AGENTS`) is built first, outside the timed call.
+
     Raises:
         RuntimeError: the driver did not write one result per sample.
     """
+    build = AGENTS.get(name)
+    agent = build(delay) if build is not None else None
     with tempfile.TemporaryDirectory(prefix=f"wink-bench-{name}-") as tmp:
-        job = Job(n=n, concurrency=concurrency, root=Path(tmp), delay=delay)
+        job = Job(n=n, concurrency=concurrency, root=Path(tmp), delay=delay, agent=agent)
         gc.collect()
         start = time.perf_counter()
         written = driver(job)

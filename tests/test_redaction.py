@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,6 +21,7 @@ from weakincentives import serde
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
+from weakincentives.runtime.session import TurnUsage
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
@@ -117,6 +118,11 @@ class _Reply:
     extra: Any = None
 
 
+class _Pair(NamedTuple):
+    text: str
+    n: int
+
+
 @dataclass(frozen=True)
 class _Login:
     user: str
@@ -149,6 +155,7 @@ def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
         {"output": _Reply(text="ok", score=text)},  # type: ignore[arg-type]  # not enforced
         {"error": text, "error_kind": "agent"},
         {"sample_id": text},
+        {"output": _Pair(text, 1)},  # a named tuple: its JSON form is its items
     ]
     for change in places:
         assert redactor.finds_in(_result(**change)) is True, (name, change)
@@ -194,6 +201,13 @@ def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> N
         usage=TokenUsage(input_tokens=10, output_tokens=3),
         output=_Reply(text="a1", score=4, extra=[1.5, None, True]),
     )
+    assert default_redactor(environ={}).finds_in(result) is False
+
+
+def test_finds_in_vouches_for_a_result_with_turns() -> None:
+    # Per-turn usage (`TurnUsage`, a named tuple) is on every agent result: a result
+    # holding it must not fall back to searching its whole JSON line.
+    result = _result(turns=(TurnUsage(17, 4, None), TurnUsage(3, 2, 0.5)))
     assert default_redactor(environ={}).finds_in(result) is False
 
 

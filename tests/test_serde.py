@@ -4,6 +4,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
+from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 from uuid import UUID
 
@@ -198,6 +199,35 @@ def test_json_schema_is_a_fresh_copy_each_time() -> None:
     assert again["properties"]["kind"]["enum"] == ["line", "polygon"]
 
 
+def test_json_schema_without_copy_is_the_one_cached_schema() -> None:
+    shared = serde.json_schema(Shape, copy=False)
+    assert serde.json_schema(Shape, copy=False) is shared
+    assert serde.json_schema(Shape) == shared
+    assert serde.json_schema(Shape) is not shared
+
+
+class _Opaque:
+    """A plain class: pydantic has no schema for it."""
+
+
+@dataclass(frozen=True)
+class _HoldsOpaque:
+    thing: _Opaque
+
+
+def test_prepare_builds_the_schema_and_leaves_failures_to_first_use() -> None:
+    @dataclass(frozen=True)
+    class Fresh:
+        n: int
+
+    assert serde.prepare(Fresh) is True
+    assert serde.json_schema(Fresh, copy=False)["required"] == ["n"]
+    assert serde.load(Fresh, {"n": "3"}) == Fresh(3)
+    assert serde.prepare(_HoldsOpaque) is False  # no error where the type is declared
+    with pytest.raises(Exception, match="_Opaque"):
+        serde.json_schema(_HoldsOpaque)
+
+
 @dataclass(frozen=True, slots=True)
 class PointPlus(Point):
     z: int = 9
@@ -252,3 +282,56 @@ def test_whole_number_reads_a_float_rounded_and_refuses_text() -> None:
     assert serde.load(Annotated[int, "doc"] | None, None) is None
     with pytest.raises(SerdeError):
         serde.load(serde.WholeNumber, "twelve")
+
+
+class _Letter(Enum):
+    A = "a"
+
+
+@dataclass(frozen=True)
+class _Inner:
+    a: float
+    b: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Outer:
+    x: Any
+    y: list[Any]
+    z: float = float("nan")
+    w: Any = None
+    v: int = field(default=3, init=False)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _Outer(_Inner(1.5, (1, 2)), [_Inner(float("inf"), ()), {"k": {1, 2}}], w=_Letter.A),
+        _Outer(datetime(2020, 1, 1), [UUID(int=5), b"xx", frozenset({"a"})]),
+        _Outer(_Outer(1, []), [ValueError("boom")]),
+        _Inner(-0.0, ()),
+    ],
+)
+def test_dump_and_dumps_of_a_dataclass_are_what_pydantic_infers(value: object) -> None:
+    # `dump` serializes a dataclass knowing its fields; the data must not change.
+    import pydantic_core
+
+    expected = pydantic_core.to_jsonable_python(value, fallback=serde._fallback)
+    assert repr(serde.dump(value)) == repr(expected)
+    assert repr(serde.dump(value)) == repr(expected)  # the cached serializer too
+    assert serde.dumps(value) == pydantic_core.to_json(value, fallback=serde._fallback)
+
+
+def test_a_pydantic_dataclass_keeps_its_own_serializer() -> None:
+    import pydantic
+
+    @pydantic.dataclasses.dataclass(frozen=True)
+    class Money:
+        cents: int
+
+        @pydantic.field_serializer("cents")
+        def _as_text(self, cents: int) -> str:
+            return f"{cents / 100:.2f}"
+
+    assert serde.dump(Money(150)) == {"cents": "1.50"}
+    assert serde.dumps(Money(150)) == b'{"cents":"1.50"}'

@@ -135,6 +135,8 @@ _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
 
 _UNSEEN: Any = object()
+_MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
+_ITEMS: Any = object()  # ... and a tuple subclass: its items
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -278,7 +280,7 @@ class Redactor:
         # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
-        self._classes: dict[type, Any] = {}  # class -> `_text_fields(class)`
+        self._classes: dict[type, Any] = {}  # class -> `_how_to_read(class)`
 
     @property
     def replacement(self) -> str:
@@ -340,7 +342,8 @@ class Redactor:
         once per result written.
         """
         stack: list[Any] = [value]
-        push, pop, append = stack.append, stack.pop, out.append
+        push, pop, extend, append = stack.append, stack.pop, stack.extend, out.append
+        classes = self._classes
         budget = _MAX_VALUES  # a huge or cyclic value is left to `finds`
         while stack:
             budget -= 1
@@ -348,26 +351,46 @@ class Redactor:
                 return False
             item = pop()
             kind = type(item)
-            if item is None or kind in _SCALARS:
-                continue
+            # The commonest kinds first: this runs once per result written.
             if kind is str:
                 append(item)
-            elif kind is tuple or kind is list:
-                stack.extend(item)
-            elif isinstance(item, Mapping):
+                continue
+            if kind is tuple or kind is list:
+                extend(item)
+                continue
+            if item is None or kind in _SCALARS:
+                continue
+            how = _MAPPING if kind is dict else classes.get(kind, _UNSEEN)
+            if how is _UNSEEN:
+                how = classes[kind] = self._how_to_read(kind)
+            if how is _MAPPING:
                 for key, inner in item.items():
                     if type(key) is not str or self._secret_key(key):
                         return False
                     append(key)
                     push(inner)
+            elif how is _ITEMS:
+                extend(item)
+            elif how is None:
+                return False
             else:
-                values = self._classes.get(kind, _UNSEEN)
-                if values is _UNSEEN:
-                    values = self._classes[kind] = self._text_fields(kind)
-                if values is None:
-                    return False
-                stack.extend(values(item))
+                extend(how(item))
         return True
+
+    def _how_to_read(self, cls: type) -> Any:
+        """How `_collect` reads an instance of `cls` (not a builtin it knows).
+
+        `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
+        items), a getter of a dataclass's text fields (`_text_fields`), or None: it
+        cannot vouch for the class.
+        """
+        if dataclasses.is_dataclass(cls):
+            return self._text_fields(cls)
+        if issubclass(cls, tuple):
+            return _ITEMS
+        if issubclass(cls, Mapping):
+            return _MAPPING
+        return None
 
     def _secret_key(self, key: str) -> bool:
         secret = self._secret_keys.get(key)

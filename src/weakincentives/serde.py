@@ -42,6 +42,9 @@ __all__ = [
     "json_schema",
     "load",
     "loads",
+    "prepare",
+    "prepare_later",
+    "prepare_pending",
 ]
 
 T = TypeVar("T")
@@ -94,14 +97,52 @@ def _fallback(value: Any) -> Any:
 def dump(value: object) -> Any:
     """Convert `value` to JSON-compatible Python (dicts, lists, str, numbers, None)."""
     try:
+        flat = _FLAT.get(type(value), _UNSEEN)
+        if flat is _UNSEEN:
+            flat = _flat_of(type(value))
+        if flat is not None:  # a dataclass: the same data, its fields not read anew
+            return flat.to_python(value, mode="json", fallback=_fallback, warnings=False)
         return pydantic_core.to_jsonable_python(value, fallback=_fallback)
     except pydantic_core.PydanticSerializationError as exc:
         raise SerdeError(f"cannot serialize {type(value).__name__}: {exc}") from exc
 
 
+_UNSEEN: Any = object()
+_PYDANTIC_OWN = ("__pydantic_serializer__", "__get_pydantic_core_schema__", "__pydantic_fields__")
+_FLAT: dict[type[Any], pydantic_core.SchemaSerializer | None] = {}
+"""Per class given to `dump` or `dumps`: a serializer of its fields when it is a dataclass,
+else None."""
+
+
+def _flat_of(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
+    flat = _flat_serializer(cls)
+    if len(_FLAT) < 1024:  # classes made on the fly must not grow it forever
+        _FLAT[cls] = flat
+    return flat
+
+
+def _flat_serializer(cls: type[Any]) -> pydantic_core.SchemaSerializer | None:
+    """For a dataclass: what `to_jsonable_python` does with it, knowing its fields.
+
+    Inferring a dataclass reads its fields anew each time (about half of what `dump`
+    costs for a small one); every field's value is still inferred, so the result is
+    the same. None for any other class.
+    """
+    if not _is_dataclass_type(cls) or any(hasattr(cls, name) for name in _PYDANTIC_OWN):
+        return None  # a pydantic dataclass serializes its own way (field serializers...)
+    return pydantic_core.SchemaSerializer(
+        _flat_schema(cls), core_schema.CoreConfig(ser_json_inf_nan="constants")
+    )
+
+
 def dumps(value: object) -> bytes:
     """Serialize `value` to compact JSON bytes."""
     try:
+        flat = _FLAT.get(type(value), _UNSEEN)
+        if flat is _UNSEEN:
+            flat = _flat_of(type(value))
+        if flat is not None:  # a dataclass (see `dump`)
+            return cast(bytes, flat.to_json(value, fallback=_fallback, warnings=False))
         return pydantic_core.to_json(value, fallback=_fallback)
     except pydantic_core.PydanticSerializationError as exc:
         raise SerdeError(f"cannot serialize {type(value).__name__}: {exc}") from exc
@@ -242,13 +283,58 @@ def loads(tp: Any, data: str | bytes) -> Any:
         ) from exc
 
 
-def json_schema(tp: type[object] | Any) -> dict[str, Any]:
+def json_schema(tp: type[object] | Any, *, copy: bool = True) -> dict[str, Any]:
     """Return the JSON schema of `tp` (used for tool params and structured output).
 
     Built once per type (pydantic takes 100 µs or more, and an agent asks for its output
-    schema on every run); each call returns a fresh copy the caller may change.
+    schema on every run); each call returns a fresh copy the caller may change, or with
+    `copy=False` the one cached schema, shared by every caller: read it, never change it
+    (the agent loop hands it to each model request this way).
     """
-    return cast(dict[str, Any], _copy_json(_cached_schema(cast(Any, tp))))
+    schema = _cached_schema(cast(Any, tp))
+    return cast(dict[str, Any], _copy_json(schema)) if copy else schema
+
+
+def prepare(tp: type[object] | Any) -> bool:
+    """Build now what `load`, `loads` and `json_schema` of `tp` build on first use.
+
+    The first structured value of a process otherwise pays, on its first sample, for
+    importing pydantic and generating `tp`'s validator and schema (about 100 ms, then
+    a millisecond or so per type). Returns False, leaving the error to the first real
+    use, when pydantic cannot handle `tp`.
+    """
+    try:
+        _cached_schema(cast(Any, tp))
+    except Exception:  # reported where the type is used, as it was before
+        return False
+    return True
+
+
+_PENDING: list[Any] = []
+
+
+def prepare_later(tp: type[object] | Any) -> None:
+    """Note `tp` for `prepare_pending`: cheap, and imports nothing.
+
+    `PromptTemplate` notes its output type and its tools' parameter types when it is
+    defined (often at import time, where pydantic is not wanted: a program that never
+    runs the prompt must not pay for it).
+    """
+    _PENDING.append(tp)
+
+
+def prepare_pending() -> None:
+    """`prepare` every type noted by `prepare_later` since the last call.
+
+    An `AgentLoop` calls this when it is built: its prompts are about to run, so their
+    types are prepared there rather than on the first sample of its first run.
+    """
+    while True:
+        try:
+            tp = _PENDING.pop()  # atomic: loops built in two threads share the work
+        except IndexError:
+            return
+        prepare(tp)
 
 
 @functools.lru_cache(maxsize=512)

@@ -620,10 +620,11 @@ def test_bundles_takes_all_or_failed(work: Path) -> None:
     assert "--bundles takes 'all' or 'failed'" in result.stderr
 
 
-def test_report_prints_the_provenance_header(work: Path) -> None:
+@pytest.mark.parametrize("run", ["r1", "runs/r1"])
+def test_report_prints_the_provenance_header(work: Path, run: str) -> None:
     run_json("tasks.py:upper", "--dataset", "data.jsonl", "--evaluator", "exact_match",
              "--run-id", "r1")  # fmt: skip
-    result = invoke("eval", "report", "r1")
+    result = invoke("eval", "report", run)
     assert result.exit_code == 0, result.output
     header = result.stdout.splitlines()[:7]
     assert [line.split(":")[0] for line in header] == [
@@ -631,5 +632,18 @@ def test_report_prints_the_provenance_header(work: Path) -> None:
     ]  # fmt: skip
     assert "none recorded" in header[0]  # a plain function declares no model
     assert "data.jsonl" in header[5]
-    data = json.loads(invoke("eval", "report", "r1", "--json").stdout)
+    data = json.loads(invoke("eval", "report", run, "--json").stdout)
     assert data["provenance"]["dataset"]["path"] == "data.jsonl"
+
+
+@pytest.mark.parametrize("run", ["r1", "runs/r1"])
+def test_report_refuses_a_run_of_a_newer_format(work: Path, run: str) -> None:
+    run_json("tasks.py:upper", "--dataset", "data.jsonl", "--evaluator", "exact_match",
+             "--run-id", "r1")  # fmt: skip
+    manifest = work / "runs" / "r1" / "run.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format_version": 99}))
+    result = invoke("eval", "report", run)
+    assert result.exit_code == 2
+    assert "format_version 99 is not one this weakincentives reads" in result.stderr
+    assert "upgrade weakincentives" in result.stderr
+    assert "Traceback" not in result.output

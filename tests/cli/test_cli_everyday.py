@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -333,6 +334,59 @@ def test_compare_two_runs_pairs_experiments_first_try(work: Path) -> None:
     )
     chosen = invoke("eval", "compare", "ab1", "two", "--baseline", "b", "--json")
     assert json.loads(chosen.stdout)["baseline"] == "ab1/b"
+
+
+def _fail_if_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    def copied(*args: Any) -> Any:
+        raise AssertionError("a result was copied to be renamed")
+
+    monkeypatch.setattr("weakincentives.cli._pairing._renamed", copied)
+
+
+def test_compare_labels_two_runs_as_they_are_read(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each run's experiments are read as RUN_ID/NAME: no result is copied to rename it.
+    base = ["--dataset", "data.jsonl", "--evaluator", "exact_match"]
+    run("tasks.py:echo", *base, "--run-id", "one")
+    run("tasks.py:upper", *base, "--run-id", "two")
+    _fail_if_copied(monkeypatch)
+    data = json.loads(invoke("eval", "compare", "one", "two", "--json").stdout)
+    assert (data["baseline"], list(data["comparisons"])) == ("one/baseline", ["two/baseline"])
+    assert data["comparisons"]["two/baseline"]["n_pairs"] == 5
+    assert set(data["experiments"]) == {"one/baseline", "two/baseline"}
+
+
+def test_compare_labels_a_run_and_its_copy_a_and_b(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Same run id on both sides: A/NAME and B/NAME, also read as such (no copies).
+    base = ["--dataset", "data.jsonl", "--evaluator", "exact_match"]
+    run("tasks.py:upper", *base, "--run-id", "same")
+    shutil.copytree(work / "runs" / "same", work / "copy" / "same")
+    _fail_if_copied(monkeypatch)
+    result = invoke("eval", "compare", "same", "copy/same", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["baseline"], list(data["comparisons"])) == ("A/baseline", ["B/baseline"])
+    assert data["comparisons"]["B/baseline"]["pass_rate_delta"] == 0.0
+
+
+def test_compare_keeps_the_run_id_for_other_experiments_of_the_same_run(work: Path) -> None:
+    # Same run id, different experiments: the labels stay RUN_ID/NAME (the results are
+    # then renamed after reading, the rare case).
+    exps = ["--experiment", "a", "--experiment", "b"]
+    run("tasks.py:upper", "--dataset", "data.jsonl", "--evaluator", "exact_match", *exps,
+        "--run-id", "ab")  # fmt: skip
+    shutil.copytree(work / "runs" / "ab", work / "copy" / "ab")
+    args = ["eval", "compare", "ab", "copy/ab", "--baseline", "a", "--treatment", "b"]
+    data = json.loads(invoke(*args, "--json").stdout)
+    assert (data["baseline"], list(data["comparisons"])) == ("ab/a", ["ab/b"])
+    missing = invoke(*args[:4], "--baseline", "nope", "--treatment", "a")
+    assert missing.exit_code == 2
+    assert missing.stderr == (
+        "error: no results for experiment 'nope'; experiments in the report: 'a', 'b'\n"
+    )
 
 
 def test_eval_list_shows_status_model_pass_rates_and_tags(work: Path) -> None:

@@ -57,7 +57,8 @@ COMMAND = ("stats", "power", "--baseline-rate", "0.7", "--effect", "0.05")
     [
         ("weakincentives.cli._app", {STARTING}),  # the application itself
         ("typer", {STARTING}),  # the command line's own library
-        ("weakincentives.cli._eval", {STARTING}),  # a command group being registered
+        ("weakincentives.cli._lazy_commands", {STARTING}),  # the groups, being built
+        ("weakincentives.cli._stats", {STARTING}),  # the command's module, loaded on use
         ("weakincentives.evals", {STARTING, RUNNING}),  # wherever it loads first
         ("weakincentives.evals.stats._power", {STARTING, RUNNING}),
         ("numpy", {RUNNING}),  # loaded by the command only (tests/test_lazy_imports.py)

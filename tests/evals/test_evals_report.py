@@ -451,17 +451,23 @@ def test_a_lone_truncated_line_in_a_run_directory_is_an_empty_report(tmp_path: P
         ("missing", "no such report file"),
         ("bad-manifest", r"run\.json:1: run manifest is not valid JSON"),
         ("list-manifest", r"run manifest must be a JSON object"),
+        ("newer-manifest", r"format_version 2 is not one .* upgrade weakincentives"),
+        ("odd-manifest", r"format_version '1' is not one this weakincentives reads"),
     ],
 )
 def test_load_errors_for_unreadable_paths(tmp_path: Path, setup: str, message: str) -> None:
     target = tmp_path / "run"
     if setup != "missing":
         target.mkdir()
-    if setup in {"bad-manifest", "list-manifest"}:
+    manifests = {
+        "bad-manifest": "{oops",
+        "list-manifest": "[]",
+        "newer-manifest": '{"format_version": 2}',
+        "odd-manifest": '{"format_version": "1"}',
+    }
+    if setup in manifests:
         (target / "results.jsonl").write_text("", encoding="utf-8")
-        (target / "run.json").write_text(
-            "{oops" if setup == "bad-manifest" else "[]", encoding="utf-8"
-        )
+        (target / "run.json").write_text(manifests[setup], encoding="utf-8")
     with pytest.raises(InvalidReportError, match=message):
         EvalReport.load(target)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import json
 import pickle
 import threading
 import uuid
@@ -24,6 +25,7 @@ from weakincentives.evals._records import (
     build_request,
     build_result,
 )
+from weakincentives.evals._values import recorded_value
 from weakincentives.experiment import BASELINE
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 
@@ -136,3 +138,39 @@ def test_request_ids_stay_unique_across_batches_and_threads() -> None:
     everything = [str(i) for into in ids for i in into]
     assert len(set(everything)) == len(everything) == 8 * 300
     assert all(uuid.UUID(text).version == 4 for text in everything)
+
+
+# -- recorded_value -------------------------------------------------------------------
+
+
+def _recorded_slowly(value: Any, limit: int) -> Any:
+    """`recorded_value` as it was written first: the JSON text measured every time."""
+    data = serde.dump(value)
+    text = (
+        data
+        if isinstance(data, str)
+        else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    )
+    return data if len(text) <= limit else f"{text[:limit]}…[truncated: {len(text)} chars]"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Numbers:
+    big: list[float]
+    label: str
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _Numbers([1e16] * 40, "x"),  # `json.dumps` writes 1e+16: longer than the fast bytes
+        _Numbers([0.5, float("nan"), float("inf")], "héllo ✓"),
+        {"k": ["a" * 30, None, True, 3]},
+        ["\n\t\x01", {"nested": [1, 2, {"deep": "é" * 10}]}],
+    ],
+)
+def test_recorded_value_keeps_or_cuts_exactly_as_the_json_text_says(value: Any) -> None:
+    size = len(json.dumps(serde.dump(value), ensure_ascii=False, separators=(",", ":")))
+    for limit in sorted({1, size // 2 - 1, size // 2, size // 2 + 1, size - 1, size, size + 1}):
+        if limit > 0:
+            assert recorded_value(value, limit) == _recorded_slowly(value, limit), limit

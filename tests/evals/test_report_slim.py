@@ -225,3 +225,39 @@ def test_compare_renames_results_without_losing_a_field() -> None:
 
     original = _result(3, "v2", 2)
     assert _renamed(original, "B/v2") == dataclasses.replace(original, experiment_name="B/v2")
+
+
+@pytest.mark.parametrize("slim", [True, False])
+def test_experiment_prefix_names_the_results_as_they_are_read(run_dir: Path, slim: bool) -> None:
+    plain = EvalReport.load(run_dir, slim=slim)
+    prefixed = EvalReport.load(run_dir, slim=slim, experiment_prefix="A/")
+    assert prefixed.experiment_names == tuple(f"A/{n}" for n in plain.experiment_names)
+    assert prefixed.results == tuple(
+        dataclasses.replace(r, experiment_name=f"A/{r.experiment_name}") for r in plain.results
+    )  # the same results (the re-run line still wins), only named otherwise
+    assert (prefixed.run_id, prefixed.expected_count) == (plain.run_id, plain.expected_count)
+
+
+def test_a_line_only_the_full_validator_reads_gets_the_prefix_too(tmp_path: Path) -> None:
+    line = json.loads(_line())
+    line["epoch"] = "2"  # valid for pydantic (lax), refused by msgspec (strict)
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    (read,) = EvalReport.load(path, slim=True, experiment_prefix="B/").results
+    assert (read.experiment_name, read.epoch) == (f"B/{line['experiment_name']}", 2)
+
+
+def test_read_run_id_reads_only_the_manifest_or_header(run_dir: Path, tmp_path: Path) -> None:
+    assert EvalReport.read_run_id(run_dir) == "slim-run"
+    report = EvalReport.load(run_dir, slim=True)
+    saved = EvalReport(results=report.results[:2], run_id="saved-id").save(tmp_path / "r.jsonl")
+    assert EvalReport.read_run_id(saved) == "saved-id"
+    assert EvalReport.read_run_id(tmp_path / "r.jsonl") == EvalReport.load(saved).run_id
+    bare = tmp_path / "bare.jsonl"
+    bare.write_bytes(_line() + b"\n")
+    assert EvalReport.read_run_id(bare) is None
+    assert EvalReport.read_run_id(tmp_path / "missing") is None
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "results.jsonl").write_text("")
+    (tmp_path / "broken" / "run.json").write_text("{oops")
+    assert EvalReport.read_run_id(tmp_path / "broken") is None

@@ -423,6 +423,17 @@ def test_explicit_run_ids_are_checked(store: RunStore) -> None:
         store.create(make_fingerprint(), run_id="../escape")
 
 
+def test_locate_finds_a_run_without_reading_its_manifest(store: RunStore) -> None:
+    store.create(make_fingerprint(), run_id="r1").finish()
+    (store.root / "r1" / "run.json").write_text('{"format_version": 1}')  # not a valid manifest
+    assert store.locate("r1") == store.root / "r1"
+    assert store.locate(store.root / "r1") == store.root / "r1"
+    with pytest.raises(RunStoreError, match="r1"):
+        store.open("r1")  # open reads and validates it
+    with pytest.raises(RunStoreError, match=r"no run 'r2' .*latest runs: r1"):
+        store.locate("r2")
+
+
 def test_open_by_id_or_path_and_helpful_errors(store: RunStore, tmp_path: Path) -> None:
     store.create(make_fingerprint(), run_id="r1").finish()
     assert store.open(store.root / "r1").run_id == "r1"

@@ -159,3 +159,19 @@ def test_display_name_defaults_to_ns_and_key() -> None:
     assert Prompt(_template()).name == "tests/qa"
     named = PromptTemplate[str](ns="tests", key="qa", name="Q&A")
     assert Prompt(named).name == "Q&A"
+
+
+def test_defining_a_template_notes_its_output_and_tool_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Noted, not built (that imports pydantic): an agent loop builds them (serde.prepare_pending).
+    from weakincentives import serde
+
+    noted: list[object] = []
+    monkeypatch.setattr(serde, "prepare_later", noted.append)
+    tool = calculator_tool()
+    PromptTemplate[Persona](ns="tests", key="typed", output_type=Persona, tools=(tool,))
+    assert noted == [Persona, tool.params_type]
+    noted.clear()
+    _template(QUESTION)  # plain text, no tools: nothing to note
+    assert noted == []

@@ -481,3 +481,26 @@ def test_function_loop_takes_a_builtin_without_a_signature() -> None:
     loop: FunctionLoop[int, str] = FunctionLoop(str)  # inspect.signature(str) raises ValueError
     response, _ = loop.execute(42)
     assert response.output == "42"
+
+
+def test_building_an_agent_loop_prepares_the_types_its_prompts_noted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Their validators and schemas are built with the loop, not on its first sample.
+    from weakincentives import serde
+
+    prepared: list[object] = []
+    monkeypatch.setattr(serde, "prepare", prepared.append)
+
+    @dataclass(frozen=True)
+    class Verdict:
+        ok: bool
+
+    PromptTemplate[Verdict](ns="tests", key="verdict", output_type=Verdict)
+    FunctionLoop(lambda question: question)  # a function: no prompts, nothing prepared
+    assert Verdict not in prepared
+    AgentLoop(adapter=FunctionAdapter(lambda request: FunctionReply(output=Verdict(True))))
+    assert Verdict in prepared
+    prepared.clear()
+    AgentLoop(adapter=FunctionAdapter(lambda request: "ok"))  # each type once
+    assert prepared == []

@@ -9,9 +9,10 @@ are synchronous and expected to be quick.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -164,7 +165,9 @@ class _RunState:
         prompt, rendered = self.prompt, self.rendered
         tools = {t.name: t for t in rendered.tools}
         specs = tuple(t.spec() for t in rendered.tools)
-        schema = serde.json_schema(rendered.output_type) if rendered.output_type else None
+        # Shared, not copied: `ModelRequest.output_schema` is read-only (a Mapping).
+        output_type = rendered.output_type
+        schema = serde.json_schema(output_type, copy=False) if output_type else None
         retries_left = output_retries
         turn_index = 0
         while turn_index < max_turns:
@@ -293,7 +296,12 @@ class _RunState:
 
 
 def _type_name(tp: type[Any] | None) -> str | None:
-    return None if tp is None else f"{tp.__module__}.{tp.__qualname__}"
+    return None if tp is None else _qualified(cast(Any, tp))
+
+
+@functools.lru_cache(maxsize=256)
+def _qualified(tp: Any) -> str:  # a class
+    return f"{tp.__module__}.{tp.__qualname__}"
 
 
 def _retry_text(exc: AdapterResponseError) -> str:

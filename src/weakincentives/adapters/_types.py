@@ -68,7 +68,8 @@ class ModelRequest:
     output_type: type[Any] | None = None
     """Structured output type for the final answer, if any."""
     output_schema: Mapping[str, Any] | None = None
-    """JSON schema of `output_type`."""
+    """JSON schema of `output_type`: one object shared by every request of that type
+    (`serde.json_schema(output_type, copy=False)`); copy it before changing it."""
     prompt_name: str = ""
     """Name of the prompt being run."""
     turn: int = 0

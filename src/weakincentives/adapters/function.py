@@ -114,6 +114,10 @@ class FunctionAdapter:
     output_retries: int = 1
     """Times a final answer that does not parse into the output type is sent back to the
     model with the parse error (0: fail at once)."""
+    _async_of: tuple[object, bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """`(model, whether it is async)`: `is_async` is asked per sample, `inspect` is slow."""
 
     def describe(self) -> AdapterInfo:
         """The function's qualified name as the model, `model_name` and the limits.
@@ -170,7 +174,10 @@ class FunctionAdapter:
     @property
     def is_async(self) -> bool:
         """True when `model` is an `async def` (see `AsyncProviderAdapter`)."""
-        return _is_coroutine_function(self.model)
+        model, known = self.model, self._async_of
+        if known is None or known[0] is not model:  # the first call, or a new model
+            known = self._async_of = (model, _is_coroutine_function(model))
+        return known[1]
 
     def evaluate(
         self,

@@ -1,10 +1,11 @@
 """The `wink` command line.
 
-Each command group lives in its own module with a `register(app)` function:
-`_eval` (`wink eval run|report|compare|list`), `_stats` (`wink stats power`), `_query`
-(`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`). `_console` prints
-errors the one way every command shares: one line on stderr, never wrapped. `_app`
-assembles them into `app`, the typer application.
+Each command lives in its own module with a `register(app)` function: `_eval` (`wink
+eval run`), `_report` (`wink eval report|compare`), `_list` (`wink eval list`), `_stats`
+(`wink stats power`), `_query` (`wink query`), `_debug` (`wink debug`), `_worker` (`wink
+worker`). `_console` prints errors the one way every command shares: one line on
+stderr, never wrapped. `_app` assembles them into `app`, the typer application, which
+imports a command's module only when that command is used (`_lazy_commands`).
 
 This module stays light on purpose: the console script imports it before anything else,
 and `main()` imports the application itself, so that a Ctrl-C during start-up (most of
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["app", "main"]
 
 _EXIT_INTERRUPTED = 130  # `_console.EXIT_INTERRUPTED`; that module imports typer
-_STARTING = "interrupted: wink was starting; nothing was done.\n"
+_STARTING = "interrupted: wink was starting; nothing was done.\n"  # `_console.STARTING`
 
 
 def main() -> None:

@@ -1,28 +1,63 @@
 """The `wink` application: the typer app and its command groups.
 
-Each command group lives in its own module with a `register(app)` function:
-`_eval` (`wink eval run|report|compare|list`), `_stats` (`wink stats power`), `_query`
-(`wink query`), `_debug` (`wink debug`), `_worker` (`wink worker`). `_console` prints
-errors the one way every command shares: one line on stderr, never wrapped.
+Each command lives in its own module with a `register(app)` function: `_eval` (`wink
+eval run`), `_report` (`wink eval report|compare`), `_list` (`wink eval list`), `_stats`
+(`wink stats power`), `_query` (`wink query`), `_debug` (`wink debug`), `_worker` (`wink
+worker`). The groups here name them without importing them (`_lazy_commands`): a command
+imports its module when it runs, so `wink eval report` starts without what `wink eval
+run` or `wink debug` need. `_console` prints errors the one way every command shares:
+one line on stderr, never wrapped.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
 
-from weakincentives.cli import _console, _debug, _eval, _query, _stats, _worker
+from ._lazy_commands import LazyGroup
 
 __all__ = ["app"]
 
+
+class _WinkCommands(LazyGroup):
+    """`wink`: the command groups and commands, in the order `wink --help` lists them."""
+
+    lazy_commands: ClassVar = {
+        "query": "weakincentives.cli._query",
+        "debug": "weakincentives.cli._debug",
+        "worker": "weakincentives.cli._worker",
+        "eval": None,  # `_EvalCommands`, below
+        "stats": "weakincentives.cli._stats",
+    }
+
+
+class _EvalCommands(LazyGroup):
+    """`wink eval`: its commands, in the order `wink eval --help` lists them."""
+
+    lazy_commands: ClassVar = {
+        "run": "weakincentives.cli._eval",
+        "report": "weakincentives.cli._report",
+        "compare": "weakincentives.cli._report",
+        "list": "weakincentives.cli._list",
+    }
+
+
 app = typer.Typer(
     name="wink",
-    cls=_console.WinkGroup,
+    cls=_WinkCommands,
     help="weakincentives: evaluate the agent you ship.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+)
+app.add_typer(
+    typer.Typer(
+        name="eval",
+        cls=_EvalCommands,
+        help="Run evaluations and read their results.",
+        no_args_is_help=True,
+    )
 )
 
 
@@ -46,7 +81,3 @@ def _root(
     ] = False,
 ) -> None:
     """weakincentives: evaluate the agent you ship."""
-
-
-for _module in (_eval, _stats, _query, _debug, _worker):
-    _module.register(app)

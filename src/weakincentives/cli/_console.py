@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "EXIT_USAGE",
     "INTERRUPTED",
+    "STARTING",
     "WinkGroup",
     "error_console",
     "fail",
@@ -54,6 +55,10 @@ EXIT_TERMINATED = 143
 
 INTERRUPTED = "stopped before the command finished."
 """What a Ctrl-C that a command does not handle itself prints (after `interrupted:`)."""
+STARTING = "wink was starting; nothing was done."
+"""What a Ctrl-C before any command ran prints (after `interrupted:`), also while a
+command's module is imported (`weakincentives.cli.main` has its own copy: it prints it
+before this module is imported)."""
 
 
 def error_console() -> Console:

@@ -3,7 +3,8 @@
 TARGET is a run directory, a directory of runs (`runs/`) or one debug bundle (`.zip`).
 The viewer listens on 127.0.0.1 (this machine only) unless `--host` says otherwise, on
 a free port unless `--port` is given, prints its URL and opens it in a browser (unless
-`--no-open`). Ctrl-C stops it. It never writes files.
+`--no-open`). Ctrl-C stops it. It never changes a run; the one file it writes is the
+cache of a run's index, `.viewer-cache.sqlite` in the run directory (best effort).
 """
 
 from __future__ import annotations

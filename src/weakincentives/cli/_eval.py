@@ -1,4 +1,4 @@
-"""`wink eval run|report|compare`: run an evaluation, read a run, compare two experiments.
+"""`wink eval run`: run an evaluation (`report` and `compare` are in `_report`).
 
 Exit codes of `wink eval run`: 0 done, 1 a pass rate is below `--fail-under`, 2 a usage
 or configuration error (bad TARGET, a dataset error with its file:line, a run that cannot
@@ -45,9 +45,8 @@ from ._console import (
 )
 from ._cost import MaxCostOption, PriceFileOption, PriceOption, stop_at_cost_limit
 from ._hints import Hints
-from ._list import register_list
-from ._plan import ModelOptions, RunPlan, build_plan, header_lines, plan_args, run_info_of
-from ._report import compare_command, report_command
+from ._plan import ModelOptions, RunPlan, build_plan, plan_args
+from ._provenance import header_lines, run_info_of
 from ._run_options import (
     ExtraFieldsOption,
     FieldOption,
@@ -528,12 +527,5 @@ def _check_threshold(report: EvalReport, fail_under: float | None) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `wink eval` to `app`."""
-    group = typer.Typer(
-        name="eval", help="Run evaluations and read their results.", no_args_is_help=True
-    )
-    group.command("run")(_run)
-    group.command("report")(report_command)
-    group.command("compare")(compare_command)
-    register_list(group)
-    app.add_typer(group)
+    """Add `run` to `app` (the `wink eval` group)."""
+    app.command("run")(_run)

@@ -15,9 +15,9 @@ import typer
 from weakincentives.errors import WinkError
 from weakincentives.evals import EvalReport, RunStore
 
-from ._plan import run_info_of
+from ._provenance import run_info_of
 
-__all__ = ["list_runs", "register_list"]
+__all__ = ["list_runs", "register"]
 
 
 def list_runs(runs_dir: Path) -> list[dict[str, Any]]:
@@ -94,6 +94,6 @@ def _list(
     console.print(table)
 
 
-def register_list(group: typer.Typer) -> None:
-    """Add `list` to the `wink eval` group."""
-    group.command("list")(_list)
+def register(app: typer.Typer) -> None:
+    """Add `list` to `app` (the `wink eval` group)."""
+    app.command("list")(_list)

@@ -9,24 +9,40 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from weakincentives.errors import ConfigurationError
 from weakincentives.evals import EvalReport, EvalResult
 
-__all__ = ["across", "experiments_in_order", "within"]
+__all__ = ["across", "experiments_in_order", "read_prefixes", "within"]
 
 
-def experiments_in_order(loaded: EvalReport) -> list[str]:
-    """The run's experiments in their configured order (then any others, as they came)."""
+def experiments_in_order(loaded: EvalReport, prefix: str = "") -> list[str]:
+    """The run's experiments in their configured order (then any others, as they came).
+
+    `prefix` is what the run's experiment names were read with (`read_prefixes`): the
+    names returned are without it, as the run recorded them.
+    """
     fingerprint = loaded.config.get("fingerprint")
     experiments = fingerprint.get("experiments") if isinstance(fingerprint, dict) else None
-    names = loaded.experiment_names
+    names = [name.removeprefix(prefix) for name in loaded.experiment_names]
     ordered: list[str] = []
     for entry in experiments if isinstance(experiments, list) else ():
         name = entry.get("name") if isinstance(entry, dict) else None
         if name in names and name not in ordered:
             ordered.append(str(name))
     return ordered + [name for name in names if name not in ordered]
+
+
+def read_prefixes(run_id_a: Any, run_id_b: Any) -> tuple[str, str]:
+    """The prefixes to read two runs' experiment names with, to compare them (`across`).
+
+    They are the prefixes of the labels `across` gives (`RUN_ID/NAME`, and `A/NAME`,
+    `B/NAME` when both runs have the same id, or none), so that the results of both runs
+    go into one report as they were read, not copied to be renamed.
+    """
+    prefix_a, prefix_b = f"{run_id_a or 'A'}/", f"{run_id_b or 'B'}/"
+    return ("A/", "B/") if prefix_a == prefix_b else (prefix_a, prefix_b)
 
 
 def within(
@@ -52,25 +68,35 @@ def within(
 
 
 def across(
-    a: EvalReport, b: EvalReport, baseline: str | None, treatment: str | None
+    a: EvalReport,
+    b: EvalReport,
+    baseline: str | None,
+    treatment: str | None,
+    *,
+    prefixes: tuple[str, str] = ("", ""),
 ) -> list[tuple[EvalReport, str]]:
     """Pairs of experiments of two runs: as asked, by name, or the single one of each.
+
+    Each pair is labelled `RUN_ID/NAME` (`A/NAME` and `B/NAME` when the labels would be
+    the same). `prefixes` are what `a` and `b`'s experiment names were read with
+    (`read_prefixes`): results already named as their label are not copied.
 
     Raises:
         ConfigurationError: the pairing is ambiguous (the message lists the choices).
     """
-    names_a, names_b = experiments_in_order(a), experiments_in_order(b)
+    names_a = experiments_in_order(a, prefixes[0])
+    names_b = experiments_in_order(b, prefixes[1])
     if baseline is not None or treatment is not None:
         base = baseline or (treatment if treatment in names_a else _only(names_a))
         treat = treatment or (baseline if baseline in names_b else _only(names_b))
         if base is not None and treat is not None:
-            a.experiment(base)  # raises, listing the experiments, when absent
-            b.experiment(treat)
-            return [_pair(a, b, base, treat)]
+            _check(base, names_a)
+            _check(treat, names_b)
+            return [_pair(a, b, base, treat, prefixes)]
     elif len(names_a) == 1 and len(names_b) == 1:
-        return [_pair(a, b, names_a[0], names_b[0])]
+        return [_pair(a, b, names_a[0], names_b[0], prefixes)]
     elif names_a and set(names_a) == set(names_b):
-        return [_pair(a, b, name, name) for name in names_a]
+        return [_pair(a, b, name, name, prefixes) for name in names_a]
     raise ConfigurationError(
         f"cannot pair the experiments of run {a.run_id or 'A'} ({', '.join(names_a) or 'none'}) "
         f"with those of run {b.run_id or 'B'} ({', '.join(names_b) or 'none'}); pick them with "
@@ -79,15 +105,31 @@ def across(
     )
 
 
-def _pair(a: EvalReport, b: EvalReport, base: str, treat: str) -> tuple[EvalReport, str]:
+def _check(name: str, names: Sequence[str]) -> None:
+    """Raise, listing the experiments, when `name` is not one of them (as `experiment`)."""
+    if name not in names:
+        known = ", ".join(repr(n) for n in names) or "none"
+        raise ConfigurationError(
+            f"no results for experiment {name!r}; experiments in the report: {known}"
+        )
+
+
+def _pair(
+    a: EvalReport, b: EvalReport, base: str, treat: str, prefixes: tuple[str, str]
+) -> tuple[EvalReport, str]:
     label_a, label_b = f"{a.run_id or 'A'}/{base}", f"{b.run_id or 'B'}/{treat}"
     if label_a == label_b:
         label_a, label_b = f"A/{base}", f"B/{treat}"
     results = [
-        *(_renamed(r, label_a) for r in a.experiment(base).results),
-        *(_renamed(r, label_b) for r in b.experiment(treat).results),
+        *_labelled(a.experiment(prefixes[0] + base).results, prefixes[0] + base, label_a),
+        *_labelled(b.experiment(prefixes[1] + treat).results, prefixes[1] + treat, label_b),
     ]
     return EvalReport(results=tuple(results)), label_a
+
+
+def _labelled(results: Sequence[EvalResult], name: str, label: str) -> Sequence[EvalResult]:
+    """`results` (all named `name`) named `label`: as they are when they already are."""
+    return results if name == label else [_renamed(r, label) for r in results]
 
 
 # The slot descriptors of `EvalResult`: `_renamed` copies a result through them.
@@ -96,11 +138,7 @@ _SET_EXPERIMENT = EvalResult.__dict__["experiment_name"].__set__
 
 
 def _renamed(result: EvalResult, experiment_name: str) -> EvalResult:
-    """`dataclasses.replace(result, experiment_name=...)` at a tenth of the cost.
-
-    `replace` reads the fields through `dataclasses.fields` and runs `__init__` per call;
-    comparing two runs of 100,000 results renames 200,000 of them.
-    """
+    """`dataclasses.replace(result, experiment_name=...)` at a tenth of the cost."""
     renamed = object.__new__(EvalResult)
     for slot in _SLOTS:
         slot.__set__(renamed, slot.__get__(result, EvalResult))

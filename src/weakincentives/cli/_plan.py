@@ -11,7 +11,7 @@ hashed) and streamed again by the run, so memory stays flat however large the fi
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -41,9 +41,7 @@ __all__ = [
     "RunPlan",
     "SourceOptions",
     "build_plan",
-    "header_lines",
     "plan_args",
-    "run_info_of",
     "target_model",
 ]
 
@@ -252,38 +250,6 @@ def _with_judge_model(
 
 def _raise_config(message: str) -> NoReturn:
     raise ConfigurationError(message)
-
-
-def header_lines(info: Mapping[str, Any]) -> list[str]:
-    """The report header's lines about a run (its `run_info`): dataset, selection, model..."""
-    lines = []
-    dataset = info.get("dataset")
-    if isinstance(dataset, Mapping):
-        sha = str(dataset.get("sha256") or "")[:12]
-        lines.append(
-            f"Dataset: {dataset.get('location')} ({dataset.get('format')}"
-            + (f", sha256 {sha}" if sha else "")
-            + ")"
-        )
-    for key, label in (("selection", "Selection"), ("model", "Model")):
-        if info.get(key):
-            lines.append(f"{label}: {info[key]}")
-    tags = info.get("tags")
-    if isinstance(tags, list) and tags:
-        lines.append(f"Tags: {', '.join(map(str, tags))}")
-    if info.get("note"):
-        lines.append(f"Note: {info['note']}")
-    return lines
-
-
-_INFO_KEYS = ("model", "dataset", "selection", "tags", "note")
-
-
-def run_info_of(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The `run_info` of a report's config: a fresh run's, or a stored run's manifest."""
-    inner = config.get("config")
-    source = inner if isinstance(inner, Mapping) and "fingerprint" in config else config
-    return {key: source[key] for key in _INFO_KEYS if key in source}
 
 
 def plan_args(source: SourceOptions, selection: Selection, models: ModelOptions) -> list[str]:

@@ -1,35 +1,41 @@
-"""The provenance header `wink eval report` prints above a run's report."""
+"""The header `wink eval report` prints above a run's report: provenance and run info.
+
+Standard library and `evals` only: `wink eval report` and `wink eval list` import it
+without the modules that plan a run.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from weakincentives.evals import RunStore
-from weakincentives.evals.store import MANIFEST_FILE
+from weakincentives.evals.store import MANIFEST_FILE, RESULTS_FILE
 from weakincentives.redaction import default_redactor
 
-__all__ = ["provenance_lines", "run_provenance"]
+__all__ = ["header_lines", "provenance_lines", "run_info_of", "run_provenance"]
 
 
-def run_provenance(run: str, runs_dir: Path) -> dict[str, Any] | None:
-    """The provenance in `run`'s manifest (a run id under `runs_dir`, or a run directory).
+def run_provenance(path: Path, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provenance in the manifest of the run at `path`, whose report has `config`.
 
+    For a run directory, `EvalReport.load` has read the manifest as the report's
+    `config`: the provenance is taken from there (the manifest is not read twice).
     None for a saved report file, a run written before provenance was recorded, or a
-    run that cannot be opened (the report itself says why).
+    manifest that cannot be read (the report itself says why).
     """
-    path = Path(run)
-    try:
-        handle = RunStore(runs_dir).open(run) if not path.exists() else None
-        if handle is None:
-            if not (path / MANIFEST_FILE).is_file():
-                return None
-            handle = RunStore(path.parent).open(path)
+    if not (path / MANIFEST_FILE).is_file():
+        return None
+    if (path / RESULTS_FILE).is_file():
+        provenance = config.get("provenance")
+        return dict(provenance) if isinstance(provenance, Mapping) and provenance else None
+    try:  # a directory with a saved report beside the manifest
+        handle = RunStore(path.parent).open(path)
     except Exception:  # the report's own loading reports what is wrong
         return None
-    provenance = dict(handle.manifest.provenance)
-    return provenance or None
+    return dict(handle.manifest.provenance) or None
 
 
 def _model(info: Any) -> str:
@@ -67,3 +73,35 @@ def provenance_lines(provenance: dict[str, Any]) -> list[str]:
     ]
     redactor = default_redactor()
     return [redactor.text(line) for line in lines]
+
+
+def header_lines(info: Mapping[str, Any]) -> list[str]:
+    """The report header's lines about a run (its `run_info`): dataset, selection, model..."""
+    lines = []
+    dataset = info.get("dataset")
+    if isinstance(dataset, Mapping):
+        sha = str(dataset.get("sha256") or "")[:12]
+        lines.append(
+            f"Dataset: {dataset.get('location')} ({dataset.get('format')}"
+            + (f", sha256 {sha}" if sha else "")
+            + ")"
+        )
+    for key, label in (("selection", "Selection"), ("model", "Model")):
+        if info.get(key):
+            lines.append(f"{label}: {info[key]}")
+    tags = info.get("tags")
+    if isinstance(tags, list) and tags:
+        lines.append(f"Tags: {', '.join(map(str, tags))}")
+    if info.get("note"):
+        lines.append(f"Note: {info['note']}")
+    return lines
+
+
+_INFO_KEYS = ("model", "dataset", "selection", "tags", "note")
+
+
+def run_info_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `run_info` of a report's config: a fresh run's, or a stored run's manifest."""
+    inner = config.get("config")
+    source = inner if isinstance(inner, Mapping) and "fingerprint" in config else config
+    return {key: source[key] for key in _INFO_KEYS if key in source}

@@ -19,14 +19,13 @@ from weakincentives.errors import ConfigurationError, WinkError
 from weakincentives.evals import EvalReport, RunStore
 
 from ._console import fail
-from ._pairing import across, experiments_in_order, within
-from ._plan import header_lines, run_info_of
-from ._provenance import provenance_lines, run_provenance
+from ._pairing import across, experiments_in_order, read_prefixes, within
+from ._provenance import header_lines, provenance_lines, run_info_of, run_provenance
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["compare_command", "report_command"]
+__all__ = ["compare_command", "register", "report_command"]
 
 
 _P = ParamSpec("_P")
@@ -69,13 +68,24 @@ def _first_experiment(loaded: EvalReport) -> str | None:
     return names[0] if names else None
 
 
-def _load(run: str, runs_dir: Path) -> EvalReport:
-    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
+def _path_of(run: str, runs_dir: Path) -> Path:
+    """The path of a run id (under `runs_dir`), a run directory or a saved report file."""
     try:
         path = Path(run)
-        if not path.exists():
-            path = RunStore(runs_dir).open(run).path
-        return EvalReport.load(path, slim=True)
+        return path if path.exists() else RunStore(runs_dir).locate(run)
+    except (WinkError, ValueError, OSError) as exc:
+        _fail(exc)
+
+
+def _load(run: str, runs_dir: Path) -> EvalReport:
+    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
+    return _read(_path_of(run, runs_dir))
+
+
+def _read(path: Path, experiment_prefix: str = "") -> EvalReport:
+    # The manifest is read (and its format version checked) by `EvalReport.load`.
+    try:
+        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 
@@ -103,8 +113,9 @@ def report_command(
     """Print the report of a run (rates with intervals, comparisons, slices)."""
     from rich.console import Console
 
-    loaded = _load(run, runs_dir)
-    provenance = run_provenance(run, runs_dir)
+    path = _path_of(run, runs_dir)
+    loaded = _read(path)
+    provenance = run_provenance(path, loaded.config)
     info = run_info_of(loaded.config)
     if slice_key is not None:
         _check_slice_key(loaded, slice_key)
@@ -195,12 +206,20 @@ def compare_command(
     runs_dir: RunsDirOption = Path("runs"),
 ) -> None:
     """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
-    first = _load(run_a, runs_dir)
+    path_a = _path_of(run_a, runs_dir)
+    if run_b is None:
+        first, second, prefixes = _read(path_a), None, ("", "")
+    else:
+        # Two runs are read with their experiments named as the comparison labels them.
+        path_b = _path_of(run_b, runs_dir)
+        prefixes = read_prefixes(EvalReport.read_run_id(path_a), EvalReport.read_run_id(path_b))
+        first = _read(path_a, prefixes[0])
+        second = _read(path_b, prefixes[1])
     try:
-        if run_b is None:
+        if second is None:
             pairs = [within(first, baseline, treatment)]
         else:
-            pairs = across(first, _load(run_b, runs_dir), baseline, treatment)
+            pairs = across(first, second, baseline, treatment, prefixes=prefixes)
         if as_json:
             blocks = [merged.to_dict(baseline=base) for merged, base in pairs]
             data = blocks[0] if len(blocks) == 1 else {"pairs": blocks}
@@ -213,3 +232,9 @@ def compare_command(
                 merged.render(console, baseline=base)
     except (WinkError, ValueError) as exc:
         _fail(exc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` and `compare` to `app` (the `wink eval` group)."""
+    app.command("report")(report_command)
+    app.command("compare")(compare_command)

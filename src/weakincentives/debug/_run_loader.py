@@ -44,6 +44,8 @@ __all__ = [
     "delete_superseded",
     "fields_select",
     "prepare",
+    "read_lines",
+    "stage",
     "stage_lines",
 ]
 
@@ -153,20 +155,39 @@ def stage_lines(
     Raises:
         OSError: the file cannot be opened or read.
     """
-    step = 3 * _ROWS_PER_INSERT
-    for flat in _read(path, limit, only, batch_lines):
-        conn.execute(f"DELETE FROM {STAGE}")
-        whole = len(flat) - len(flat) % step
-        conn.executemany(_INSERT_MANY, (flat[i : i + step] for i in range(0, whole, step)))
-        conn.executemany(_INSERT_ONE, (flat[i : i + 3] for i in range(whole, len(flat), 3)))
-        yield Batch(lines=len(flat) // 3, last_line=int(flat[-3]))
+    for flat in read_lines(path, limit=limit, only=only, batch_lines=batch_lines):
+        yield stage(conn, flat)
     conn.execute(f"DELETE FROM {STAGE}")
 
 
-def _read(
-    path: Path, limit: int | None, only: Collection[int] | None, batch_lines: int
+def stage(conn: sqlite3.Connection, flat: Sequence[int | str]) -> Batch:
+    """Stage one batch in `STAGE` (replacing what it held): `line, offset, text`, flattened.
+
+    `stage_lines` reads a file into batches of this shape; a caller that read the lines
+    itself stages them here (the caller empties `STAGE` afterwards).
+    """
+    step = 3 * _ROWS_PER_INSERT
+    conn.execute(f"DELETE FROM {STAGE}")
+    whole = len(flat) - len(flat) % step
+    conn.executemany(_INSERT_MANY, (flat[i : i + step] for i in range(0, whole, step)))
+    conn.executemany(_INSERT_ONE, (flat[i : i + 3] for i in range(whole, len(flat), 3)))
+    return Batch(lines=len(flat) // 3, last_line=int(flat[-3]))
+
+
+def read_lines(
+    path: Path,
+    *,
+    limit: int | None = None,
+    only: Collection[int] | None = None,
+    batch_lines: int = BATCH_LINES,
 ) -> Iterator[list[int | str]]:
-    """Batches of `line, offset, text` of the non-blank lines, flattened (as bound)."""
+    """Batches of `line, offset, text` of the non-blank lines, flattened (what `stage` takes).
+
+    The arguments are `stage_lines`'.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
     offset = lineno = 0
     end = limit if limit is not None else -1
     stop = False

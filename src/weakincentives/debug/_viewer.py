@@ -78,7 +78,9 @@ class ViewerServer:
         port: int = 0,
         log_level: str = "warning",
     ) -> None:
-        self._app = create_viewer_app(target, host=host)
+        data = target if isinstance(target, ViewerData) else ViewerData.open(target)
+        data.warm()  # the landing page is made while the server starts
+        self._app = create_viewer_app(data, host=host)
         self._host = host
         self._port = port
         self._log_level = log_level

@@ -10,8 +10,10 @@ too. Everything is SQL over the index plus a little Python per group, so a run o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from weakincentives.evals import OutcomeComparison, Outcomes, compare_outcomes
 
@@ -30,11 +32,14 @@ from ._figures import (
     top_values,
 )
 from ._svg import BarChart, Format, Mark
-from ._viewer_index import ResultIndex
+from ._viewer_stats import ExperimentColumns
 
 __all__ = [
     "MAX_SLICE_VALUES",
+    "IndexCharts",
+    "Queryable",
     "comparison_charts",
+    "index_charts",
     "run_charts",
     "slice_comparisons",
     "slice_keys",
@@ -75,10 +80,6 @@ SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason
      ORDER BY x.name))
 FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
 """
-_VALUES_SQL = """
-SELECT iif(status = 'error', 0.0, score), latency_ms, tokens, cost, judge_cost FROM results
-WHERE run_id = ? AND experiment = ? ORDER BY id
-"""
 _OUTCOMES_SQL = """
 SELECT m.value, r.sample_id, r.epoch, r.status, r.score FROM results r
 JOIN meta m ON m.result_id = r.id
@@ -96,23 +97,59 @@ def slice_keys(metadata: Mapping[str, Sequence[str]]) -> list[str]:
     return good + [k for k in metadata if k not in good]
 
 
+class Queryable(Protocol):
+    """What the charts read: read-only SQL over an index's tables (`ResultIndex.query`)."""
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of `sql` with `params`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCharts:
+    """The run page's charts that SQL over the index makes (`index_charts`)."""
+
+    checks: BarChart | None
+    """Pass rate per check, if the scores have checks."""
+    slice: BarChart | None
+    """Pass rate per value of the slice key, if one is chosen."""
+    epochs: list[Chart]
+    """pass@k and the flaky samples, with repeated epochs."""
+    failures: dict[str, Any]
+    """The failure groups."""
+
+
+def index_charts(index: Queryable, run_id: str, *, slice_key: str | None) -> IndexCharts:
+    """The charts of `run_charts` that come from SQL alone (no experiment statistics).
+
+    They read nothing else, so the viewer makes them on a copy of the index beside the
+    statistics (`ResultIndex.reader`).
+    """
+    return IndexCharts(
+        checks=_check_chart(index, run_id),
+        slice=_slice_chart(index, run_id, slice_key) if slice_key else None,
+        epochs=_epoch_charts(index, run_id),
+        failures=_failures(index, run_id),
+    )
+
+
 def run_charts(
-    index: ResultIndex,
-    run_id: str,
+    made: IndexCharts,
     experiments: Sequence[Mapping[str, Any]],
+    columns: Sequence[ExperimentColumns],
     *,
     slice_key: str | None,
 ) -> dict[str, Any]:
-    """The run page's charts (as `chart_json`) and its failure groups."""
+    """The run page's charts (as `chart_json`) and its failure groups.
+
+    `made` are the run's `index_charts` for `slice_key`; `experiments` are the
+    `experiment_view`s of `columns`, in the same order.
+    """
     charts: list[Chart] = [_pass_rate_chart(experiments)]
-    checks = _check_chart(index, run_id)
-    if checks is not None:
-        charts.append(checks)
-    if slice_key:
-        charts.append(_slice_chart(index, run_id, slice_key))
-    charts += _epoch_charts(index, run_id)
+    charts += [chart for chart in (made.checks, made.slice) if chart is not None]
+    charts += made.epochs
     names = [e["name"] for e in experiments]
-    charts += _distributions(index, run_id, names)
+    charts += _distributions(columns)
     # Each experiment keeps its colour and its place among a label's rows in every chart.
     charts = [
         dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
@@ -121,7 +158,7 @@ def run_charts(
     return {
         "slice": slice_key,
         "charts": [chart_json(chart) for chart in charts],
-        "failures": _failures(index, run_id),
+        "failures": made.failures,
     }
 
 
@@ -144,7 +181,7 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _check_chart(index: ResultIndex, run_id: str) -> BarChart | None:
+def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
     rates = []
     for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
         if binary == n and samples == n:  # what `estimate` does for such values
@@ -156,7 +193,7 @@ def _check_chart(index: ResultIndex, run_id: str) -> BarChart | None:
     return check_rates_chart(rates)
 
 
-def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
+def _slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
     marks = []
     for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
         if samples == n:  # what `estimate` does for 0/1 values of distinct samples
@@ -175,7 +212,7 @@ def _slice_chart(index: ResultIndex, run_id: str, key: str) -> BarChart:
     return top_values(chart)
 
 
-def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
+def _epoch_charts(index: Queryable, run_id: str) -> list[Chart]:
     ((epochs,),) = index.query(_EPOCHS_SQL, (run_id,))
     if epochs < 2:  # one attempt per sample: no pass@k, nothing flaky
         return []
@@ -195,17 +232,17 @@ def _epoch_charts(index: ResultIndex, run_id: str) -> list[Chart]:
     return out
 
 
-def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) -> list[Chart]:
+def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
-    costs: dict[str, list[tuple[float | None, float | None]]] = {}
-    for experiment in experiments:
-        rows = index.query(_VALUES_SQL, (run_id, experiment))
-        array = np.asarray([row[:3] for row in rows], dtype=float).reshape(-1, 3)
-        for i, key in enumerate(columns):
-            columns[key][experiment] = array[:, i]
-        costs[experiment] = [(row[3], row[4]) for row in rows]
+    costs: dict[str, Iterable[tuple[float | None, float | None]]] = {}
+    for c in experiments:
+        columns["score"][c.name] = np.asarray(c.scores, dtype=float)
+        columns["latency"][c.name] = np.asarray(c.latency_ms, dtype=float)
+        columns["tokens"][c.name] = np.asarray(c.tokens, dtype=float)
+        # Results with no cost at all are only counted: `cost_histogram` draws none.
+        costs[c.name] = itertools.chain(c.costs, itertools.repeat((None, None), c.uncosted))
     out: list[Chart] = []
     specs: tuple[tuple[str, str, Format], ...] = (
         ("score", "Score", "num"),
@@ -225,7 +262,7 @@ def _distributions(index: ResultIndex, run_id: str, experiments: Sequence[str]) 
     return out
 
 
-def _failures(index: ResultIndex, run_id: str) -> dict[str, Any]:
+def _failures(index: Queryable, run_id: str) -> dict[str, Any]:
     items = []
     for rid, experiment, sample, epoch, error, kind, reason, failing in index.query(
         _FAILED_SQL, (run_id,)
@@ -317,7 +354,7 @@ def comparison_charts(
 
 
 def slice_comparisons(
-    index: ResultIndex,
+    index: Queryable,
     baseline: tuple[str, str],
     treatment: tuple[str, str],
     key: str,

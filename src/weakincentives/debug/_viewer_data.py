@@ -12,6 +12,7 @@ Everything here only reads: run files through the index, bundles through
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,14 +35,19 @@ from weakincentives.evals import (
 from ._diff import pair_diff
 from ._html_report import render_html_report
 from ._provenance import provenance_rows
+from ._viewer_cache import open_run_index
 from ._viewer_charts import (
     MAX_SLICE_VALUES,
+    IndexCharts,
+    Queryable,
     comparison_charts,
+    index_charts,
     run_charts,
     slice_comparisons,
     slice_keys,
 )
-from ._viewer_index import ResultIndex
+from ._viewer_index import IndexReader, ResultIndex
+from ._viewer_stats import ExperimentColumns, experiment_columns
 from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
@@ -58,6 +64,7 @@ __all__ = ["NotFoundError", "SideSpec", "ViewerData"]
 _SQLITE_INT_LIMIT = 2**63
 """Result ids are SQLite rowids: 64-bit signed integers (a larger one matches no result)."""
 
+_log = logging.getLogger(__name__)
 TargetKind = Literal["runs", "bundle"]
 _CACHE_SIZE = 16
 V = TypeVar("V")
@@ -133,8 +140,11 @@ class ViewerData:
         self._bundles = _Cache(8)
 
     @classmethod
-    def open(cls, target: str | Path) -> ViewerData:
+    def open(cls, target: str | Path, *, cache: bool = True) -> ViewerData:
         """Read `target` (see the module docstring) and index its runs.
+
+        With `cache`, a single run's index is read from, and saved to, its cache file
+        (`.viewer-cache.sqlite` in the run directory; see `_viewer_cache.py`).
 
         Raises:
             ViewerError: `target` is none of the accepted kinds, or cannot be read.
@@ -155,10 +165,13 @@ class ViewerData:
                 f"{path} is not a run directory (no results.jsonl) and holds no runs; pass a "
                 "run directory, a directory of runs (e.g. runs/) or a debug bundle (.zip)"
             )
+        if len(runs) == 1:
+            return cls(path, index=open_run_index(runs[0], cache=cache))
         index = ResultIndex()
         for run_dir in runs:
             index.add_run(run_dir)
-        index.finish()
+        # The rest of the index (sort indexes, text) waits for the first page: see `charts`.
+        index.finish(defer=True)
         return cls(path, index=index)
 
     @property
@@ -212,12 +225,13 @@ class ViewerData:
         """
 
         def make() -> dict[str, Any]:
-            statuses = self._index.statuses(run_id)
+            facets = self._facets(run_id)
+            statuses = facets.statuses
             return {
                 "passed": statuses.get("passed", 0),
                 "failed": statuses.get("failed", 0),
                 "errors": statuses.get("error", 0),
-                "experiment_names": list(self._index.experiments(run_id)),
+                "experiment_names": list(facets.experiments),
                 # Per experiment, never pooled: a run's experiments answer different questions.
                 "pass_rates": [
                     {"experiment": name, "n": n, "passed": passed, "pass_rate": passed / n}
@@ -254,9 +268,17 @@ class ViewerData:
         head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
         return head
 
+    def _columns(self, run_id: str) -> list[ExperimentColumns]:
+        """Each experiment's columns: what its statistics and histograms are made of."""
+
+        def make() -> list[ExperimentColumns]:
+            names = self._counts(run_id)["experiment_names"]
+            return [experiment_columns(self._index, run_id, name) for name in names]
+
+        return self._summaries.get(("columns", run_id), make)
+
     def _summarize(self, run_id: str) -> list[dict[str, Any]]:
-        names = self._index.experiments(run_id)
-        return [experiment_view(name, self._index.stat_rows(run_id, name)) for name in names]
+        return [experiment_view(columns) for columns in self._columns(run_id)]
 
     def charts(self, run_id: str, slice_key: str | None = None) -> dict[str, Any]:
         """The run page's charts and failure groups.
@@ -268,16 +290,66 @@ class ViewerData:
             NotFoundError: no such run.
             ViewerError: no result has metadata key `slice_key`.
         """
+        charts = self._run_charts(run_id, slice_key)
+        # The run page is the first page (its charts come last): the index's background
+        # work starts now, so that it does not slow that page down.
+        self._index.start_background()
+        return charts
+
+    def _run_charts(self, run_id: str, slice_key: str | None) -> dict[str, Any]:
         key, keys = self._slice_key(run_id, slice_key)
 
         def make() -> dict[str, Any]:
             experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
-            made: dict[str, Any] = json_safe(
-                run_charts(self._index, run_id, experiments, slice_key=key)
+            made = self._index_charts(run_id, key, self._index)
+            charts: dict[str, Any] = json_safe(
+                run_charts(made, experiments, self._columns(run_id), slice_key=key)
             )
-            return made
+            return charts
 
         return {**self._charts.get((run_id, key), make), "slice_keys": keys}
+
+    def _index_charts(self, run_id: str, key: str | None, index: Queryable) -> IndexCharts:
+        return self._charts.get(
+            ("index", run_id, key), lambda: index_charts(index, run_id, slice_key=key)
+        )
+
+    def warm(self) -> threading.Thread | None:
+        """Compute the landing page of a single run (statistics, charts) in the background.
+
+        `wink debug RUN` calls this before it serves: the page is made while the server
+        starts and the browser loads the viewer, and its requests then find it made (or
+        wait for it, never making it twice). The charts that SQL makes are made on a
+        copy of the index (`ResultIndex.reader`) beside the statistics: two cores share
+        the work. Nothing is done for several runs or a bundle (their landing page is
+        the list of runs). Returns the thread, if started.
+        """
+        runs = self._index.runs()
+        if self._bundle is not None or len(runs) != 1:
+            return None
+        run_id = runs[0].run_id
+
+        def charts(reader: IndexReader, key: str | None) -> None:
+            try:
+                self._index_charts(run_id, key, reader)
+            except Exception:  # made again, and reported, by the page's own request
+                _log.debug("charting %s on a copy failed", run_id, exc_info=True)
+            finally:
+                reader.close()
+
+        def make() -> None:
+            try:
+                key = self._slice_key(run_id, None)[0]
+                reader = self._index.reader()
+                threading.Thread(target=charts, args=(reader, key), daemon=True).start()
+                self.run(run_id)
+                self._run_charts(run_id, None)
+            except Exception:  # the page's own request reports it
+                _log.debug("warming the run page of %s failed", run_id, exc_info=True)
+
+        thread = threading.Thread(target=make, name="wink-debug-warm", daemon=True)
+        thread.start()
+        return thread
 
     def _facets(self, run_id: str) -> Facets:
         self._run(run_id)
@@ -325,6 +397,7 @@ class ViewerData:
             NotFoundError: no such run or result.
         """
         self._run(run_id)
+        self._index.start_background()  # a first page other than a run's (see `charts`)
         if not 0 <= result_id < _SQLITE_INT_LIMIT:  # ids are SQLite rowids
             raise NotFoundError(f"run {run_id!r} has no result {result_id}")
         row = self._index.get(run_id, result_id)
@@ -381,6 +454,7 @@ class ViewerData:
     ) -> tuple[dict[str, Any], OutcomeComparison]:
         if baseline == treatment:
             raise ViewerError("pick two different experiments (or runs) to compare")
+        self._index.start_background()  # a first page other than a run's (see `charts`)
         return self._comparisons.get(
             (baseline, treatment), lambda: self._compare(baseline, treatment)
         )

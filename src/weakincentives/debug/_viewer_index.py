@@ -7,14 +7,17 @@ Full results are not kept: a row remembers where its line starts in the file, an
 sample page reads that one line again. So memory grows with the index, not with the
 transcripts, and one page of 100,000 results is one indexed SQL query.
 
-**Loading.** Lines go through the loader `wink query` uses (`_run_loader.py`): staged in
-batches, parsed by SQLite, one `INSERT ... SELECT` per batch pulls every column and the
-metadata out of a line at once (in C; no Python per result). A line is a result when it
-is JSON with the fields the index needs, of the right types (`_CHECKS`); the sample page
-validates the whole line with `EvalResult` when it is opened. The full-text index, about
-half of the work (gathering the text, then FTS5), is built after `finish()` on a
-background thread (`_viewer_search.py`): the viewer serves as soon as the columns are in,
-and a search waits for the text index only if it asks before it is ready.
+**Loading.** msgspec reads the fields the index keeps from each line (`_viewer_lines.py`;
+the transcript is skipped, not built) and the rows are inserted in batches. A line msgspec
+does not take as a plain result goes through the loader `wink query` uses
+(`_run_loader.py`): staged, parsed by SQLite, kept or skipped by the checks of
+`_viewer_schema.py` (`_CHECKS`), so both paths fill the tables the same way. The sample
+page validates the whole line with `EvalResult` when it is opened. `finish()` builds the
+indexes the first page needs; the full-text index (`_viewer_search.py`) and the sort indexes
+are built after it on a background thread, which the viewer starts once its first page is
+made (`start_background`); a search that comes first waits for them. A finished index can
+be saved and opened again without reading the run (`cache_to`, `from_cache`; see
+`_viewer_cache.py`).
 
 **Which line counts.** As for every reader of a run, the last line written for a
 `(sample_id, experiment_name, epoch)` wins; earlier lines are dropped from the index.
@@ -42,8 +45,25 @@ from weakincentives import serde
 from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
-from ._run_loader import COMPLETE, STAGE, delete_superseded, fields_select, prepare, stage_lines
+from ._query_cache import load_cache, store_cache
+from ._run_loader import STAGE, delete_superseded, prepare, stage
 from ._run_schema import KEY
+from ._viewer_lines import DecodedBatch, decode_batches, insert_rows
+from ._viewer_schema import (
+    DISTRIBUTE,
+    FILL,
+    INDEXES,
+    JSON_SCHEMA,
+    LATER_INDEXES,
+    META_FACETS,
+    ROW_COLUMNS,
+    ROWS_SCHEMA,
+    SCHEMA,
+    SKIPPED,
+    SPREAD,
+    TALLY,
+    json_text,
+)
 from ._viewer_search import SearchBuilder
 from ._viewer_types import (
     SORT_KEYS,
@@ -55,113 +75,11 @@ from ._viewer_types import (
     where_clause,
 )
 
-__all__ = ["ResultIndex"]
+__all__ = ["IndexReader", "ResultIndex"]
 
 _log = logging.getLogger(__name__)
 _MAX_FACET_VALUES = 50
 _MAX_SKIPPED = 20
-
-_SCHEMA = """
-CREATE TABLE results (
-    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, sample_id TEXT NOT NULL,
-    experiment TEXT NOT NULL, epoch INTEGER NOT NULL, status TEXT NOT NULL,
-    error_kind TEXT, score REAL NOT NULL, passed INTEGER NOT NULL, latency_ms REAL NOT NULL,
-    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    reason TEXT NOT NULL, error TEXT, tool_calls INTEGER NOT NULL, messages INTEGER NOT NULL,
-    has_bundle INTEGER NOT NULL, line INTEGER NOT NULL, offset INTEGER NOT NULL,
-    cost REAL, judge_cost REAL
-);
-CREATE TABLE meta (result_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL);
-CREATE INDEX meta_result ON meta (result_id);
-CREATE TABLE metrics (result_id INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
-CREATE VIRTUAL TABLE search USING fts5(body, content='', tokenize='unicode61');
-"""
-
-_INDEXES = """
-CREATE INDEX results_run ON results (run_id, experiment, id);
-CREATE INDEX results_sample ON results (run_id, sample_id);
-CREATE INDEX results_score ON results (run_id, score);
-CREATE INDEX results_latency ON results (run_id, latency_ms);
-CREATE INDEX results_tokens ON results (run_id, tokens);
-CREATE INDEX meta_key ON meta (key, value, result_id);
-CREATE INDEX metrics_result ON metrics (result_id);
-"""
-
-_ROW_COLUMNS = (
-    "id", "run_id", "sample_id", "experiment", "epoch", "status", "error_kind", "score",
-    "passed", "latency_ms", "input_tokens", "output_tokens", "tokens", "reason", "error",
-    "tool_calls", "messages", "has_bundle",
-)  # fmt: skip
-
-
-_FIELDS = (
-    "sample_id", "experiment", "epoch", "passed", "score", "reason", "latency_ms",
-    "input_tokens", "output_tokens", "error_kind", "error", "metadata", "bundle_path",
-    "tool_calls", "messages", "score_metrics", "cost_usd", "judge_cost_usd",
-)  # fmt: skip
-_CHECKS = (
-    ("typeof(sample_id) = 'text'", "sample_id is missing or not a string"),
-    ("typeof(experiment) = 'text'", "experiment_name is missing or not a string"),
-    ("typeof(epoch) = 'integer'", "epoch is not an integer"),
-    ("typeof(score) IN ('integer', 'real')", "score.value is missing or not a number"),
-    ("passed IN (0, 1)", "score.passed is not a boolean"),
-    ("typeof(latency_ms) IN ('integer', 'real')", "latency_ms is missing or not a number"),
-    ("typeof(input_tokens) = 'integer' AND typeof(output_tokens) = 'integer'",
-     "usage.input_tokens or usage.output_tokens is not an integer"),
-    ("typeof(reason) IN ('null', 'text')", "score.reason is not a string"),
-    ("typeof(error) IN ('null', 'text')", "error is not a string"),
-    ("typeof(error_kind) IN ('null', 'text')", "error_kind is not a string"),
-    ("ifnull(metadata_type = 'object', 1)", "metadata is not an object"),
-)  # fmt: skip
-"""What makes a JSON line a result the index can hold: `(SQL condition, problem)`."""
-_ALL_CHECKS = " AND ".join(f"({check})" for check, _ in _CHECKS)
-_PROBLEM = " ".join(f"WHEN NOT ({check}) THEN '{problem}'" for check, problem in _CHECKS)
-_METADATA_TYPE = "json_type(j, '$.metadata') AS metadata_type"
-_FILL = f"""
-INSERT INTO temp.wink_rows
-SELECT :id_base + line, :run_id, sample_id, experiment, epoch,
-    CASE WHEN error IS NOT NULL THEN 'error'
-         WHEN passed THEN 'passed' ELSE 'failed' END,
-    error_kind, score, passed, latency_ms, input_tokens,
-    output_tokens, input_tokens + output_tokens, coalesce(reason, ''), error, tool_calls,
-    messages, bundle_path IS NOT NULL, line, offset, cost_usd, judge_cost_usd, metadata,
-    score_metrics
-FROM ({fields_select(_FIELDS, extra=_METADATA_TYPE)})
-WHERE {_ALL_CHECKS}
-"""
-_SKIPPED = f"""
-SELECT line, {COMPLETE}, 'not valid JSON' FROM {STAGE} WHERE NOT json_valid(j)
-UNION ALL
-SELECT line, complete, CASE {_PROBLEM} END
-FROM ({fields_select(_FIELDS, extra=f"{_METADATA_TYPE}, {COMPLETE} AS complete")})
-WHERE NOT ({_ALL_CHECKS})
-ORDER BY line
-"""
-"""The staged lines `_FILL` skipped: `(line, complete, problem)`."""
-_RESULT_COLUMNS = (*_ROW_COLUMNS, "line", "offset", "cost", "judge_cost")
-_ROWS_SCHEMA = (
-    f"CREATE TEMP TABLE IF NOT EXISTS wink_rows ({', '.join(_RESULT_COLUMNS)}, metadata, "
-    "score_metrics)"
-)
-_DISTRIBUTE = (
-    f"INSERT INTO results SELECT {', '.join(_RESULT_COLUMNS)} FROM temp.wink_rows",
-    # Metadata values as the filters compare them, the text `json.dumps` gives: strings
-    # as they are, objects and arrays with sorted keys (`_json_text`), numbers as written
-    # (`->` keeps a number's text; a key it cannot address falls back to SQLite's).
-    """INSERT INTO meta SELECT r.id, e.key, CASE e.type WHEN 'text' THEN e.value
-        WHEN 'integer' THEN CAST(e.value AS TEXT)
-        WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
-        WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
-        ELSE e.type END
-    FROM temp.wink_rows AS r, json_each(r.metadata) AS e""",
-    # The score's named metrics (what the checks chart and the failure groups read).
-    """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
-    FROM temp.wink_rows AS r, json_each(r.score_metrics) AS e
-    WHERE json_type(r.score_metrics) = 'array' AND typeof(e.value ->> '$.name') = 'text'
-        AND typeof(e.value ->> '$.value') IN ('integer', 'real')""",
-    "DELETE FROM temp.wink_rows",
-)
-"""Per batch: the rows `_FILL` staged go to `results`, `meta` and `metrics`."""
 
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
@@ -175,17 +93,55 @@ def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
     return data.get("sample_id"), data.get("experiment_name"), data.get("epoch", 0)
 
 
-def _json_text(text: str) -> str:
-    """JSON text with sorted keys and `json.dumps`' spacing (how metadata was shown)."""
-    return json.dumps(json.loads(text), ensure_ascii=False, sort_keys=True)
-
-
 @dataclass(frozen=True, slots=True)
 class _Located:
     path: Path
     offset: int
     line: int
     key: tuple[str, str, int]
+
+
+class _Load:
+    """Loading one run's file: inserts its batches, keeps its counts (see `_add_run`)."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path, params: dict[str, Any]) -> None:
+        self._db = db
+        self.path = path
+        self.params = params
+        self.skipped: list[str] = []
+        self.skipped_count = self.lines = self.last_line = self.found = 0
+        self.keys: set[tuple[str, str, int]] = set()
+
+    def insert(self, batch: DecodedBatch) -> None:
+        """Insert a batch's rows; the lines msgspec left to SQL are judged as before."""
+        self.lines += batch.lines
+        self.last_line = batch.last_line
+        insert_rows(self._db, "results", batch.rows)
+        insert_rows(self._db, "metrics", batch.metrics)
+        insert_rows(self._db, "temp.wink_json", batch.metadata)
+        self.keys.update((row[2], row[3], row[4]) for row in batch.rows)
+        self.found += len(batch.rows)
+        if batch.staged:
+            self._judge(batch.staged)
+        for statement in SPREAD:
+            self._db.execute(statement)
+
+    def _judge(self, staged: list[int | str]) -> None:
+        """Index the staged lines `FILL` accepts; count and list those it skips."""
+        batch = stage(self._db, staged)
+        if self._db.execute(FILL, self.params).rowcount < batch.lines:
+            for line, complete, problem in self._db.execute(SKIPPED):
+                if complete:  # an unterminated last line was cut mid-write
+                    self.skipped_count += 1
+                    if len(self.skipped) < _MAX_SKIPPED:
+                        self.skipped.append(f"{self.path}:{line}: {problem}")
+        self._db.execute(f"DELETE FROM {STAGE}")
+        kept = self._db.execute("SELECT sample_id, experiment, epoch FROM temp.wink_rows")
+        for sample_id, experiment, epoch in kept:
+            self.keys.add((sample_id, experiment, epoch))
+            self.found += 1
+        for statement in DISTRIBUTE:
+            self._db.execute(statement)
 
 
 class ResultIndex:
@@ -200,16 +156,67 @@ class ResultIndex:
 
     def __init__(self) -> None:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._db.executescript(_SCHEMA)
-        self._db.create_function("wink_json_text", 1, _json_text, deterministic=True)
+        self._db.executescript(SCHEMA)
+        self._db.create_function("wink_json_text", 1, json_text, deterministic=True)
         prepare(self._db)
-        self._db.execute(_ROWS_SCHEMA)
+        self._db.execute(ROWS_SCHEMA)
+        self._db.execute(JSON_SCHEMA)
         self._lock = threading.Lock()
         self._runs: dict[str, IndexedRun] = {}
         self._next_id = 1
         self._id_bases: dict[str, int] = {}
+        self._ids: dict[str, tuple[int, int]] = {}
         self._finished = False
         self._search: SearchBuilder | None = None
+        self._cache: tuple[Path, str] | None = None
+
+    @classmethod
+    def from_cache(cls, run_dir: Path, path: Path, signature: str) -> ResultIndex | None:
+        """The finished index of `run_dir` saved at `path` (`cache_to`), if it is valid.
+
+        Valid means: written by this code (the schema is exactly this one) for
+        `signature` (see `_viewer_cache.py`), holding one run. None otherwise.
+        """
+        index = cls()
+        db = index._db
+        db.executescript(INDEXES)  # the schema the cache must have, ANALYZE's table included
+        for statement in LATER_INDEXES:
+            db.execute(statement)
+        if not load_cache(db, path, signature):
+            return None
+        found = db.execute("SELECT run_id, first_id, last_line, info FROM runs").fetchall()
+        if len(found) != 1:
+            return None
+        ((run_id, first_id, last_line, info),) = found
+        index._runs[run_id] = _indexed_run(run_dir, json.loads(info))
+        index._id_bases[run_id] = first_id - 1
+        index._ids[run_id] = (first_id, first_id + last_line - 1)
+        index._next_id = first_id + last_line
+        db.execute("PRAGMA query_only = ON")
+        index._finished = True
+        index._search = SearchBuilder(db, index._lock, ())
+        index._search.run()  # nothing left to build: searches answer at once
+        return index
+
+    def cache_to(self, path: Path, signature: str) -> None:
+        """Save the whole index to `path` once the background work is done (best effort).
+
+        `from_cache(run_dir, path, signature)` opens it again without reading the run.
+        """
+        self._cache = (path, signature)
+
+    def _save_cache(self) -> None:
+        if self._cache is None:
+            return
+        path, signature = self._cache
+        with self._lock:
+            self._db.execute("PRAGMA query_only = OFF")
+            try:
+                store_cache(self._db, path, signature, ["index"])
+            except sqlite3.Error as exc:  # a cache is an optimization: never a failure
+                _log.debug("cannot save the viewer cache %s: %s", path, exc)
+            finally:
+                self._db.execute("PRAGMA query_only = ON")
 
     # -- building ------------------------------------------------------------------------
 
@@ -229,28 +236,37 @@ class ResultIndex:
             self._runs[run_id] = run
             return run
 
-    def finish(self, *, search_in_background: bool = True) -> None:
-        """Build the secondary indexes, make the database read-only, index the text.
+    def finish(self, *, search_in_background: bool = True, defer: bool = False) -> None:
+        """Build the first page's indexes, make the database read-only, then the rest.
 
-        The full-text index is built on a background thread (see `SearchBuilder`), or
-        before this returns with `search_in_background=False`.
+        The rest (the full-text index, then the indexes of the grid's sorts) is built on
+        a background thread (see `SearchBuilder`), or before this returns with
+        `search_in_background=False`. With `defer=True` the thread waits for
+        `start_background()` (the viewer calls it once the first page is served, so the
+        two do not compete for the CPU); a search starts it too.
         """
         with self._lock:
             if self._finished:
                 return
-            self._db.executescript(_INDEXES)
-            self._db.execute("ANALYZE")
+            self._db.executescript(INDEXES)
             self._db.execute("PRAGMA query_only = ON")
             self._finished = True
             sources = [
                 (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
                 for run in self._runs.values()
             ]
-        self._search = SearchBuilder(self._db, self._lock, sources)
-        if search_in_background:
-            self._search.start()
-        else:
+        self._search = SearchBuilder(
+            self._db, self._lock, sources, then=LATER_INDEXES, after=self._save_cache
+        )
+        if not search_in_background:
             self._search.run()
+        elif not defer:
+            self._search.start()
+
+    def start_background(self) -> None:
+        """Start building the rest of the index (see `finish`), if it has not started."""
+        if self._search is not None:
+            self._search.start()
 
     def wait_for_search(self, timeout: float | None = None) -> None:
         """Wait until the full-text index is built (searches do this themselves).
@@ -261,28 +277,22 @@ class ResultIndex:
         """
         if self._search is None:
             raise ViewerError("the index is not finished; call finish() first")
+        self._search.start()
         self._search.wait(timeout)
 
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
         path = run_dir / RESULTS_FILE
-        params = {"run_id": run_id, "id_base": self._next_id - 1}
-        self._id_bases[run_id] = self._next_id - 1
-        skipped: list[str] = []
-        skipped_count = lines = last_line = 0
+        id_base = self._id_bases[run_id] = self._next_id - 1
+        load = _Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
-            for batch in stage_lines(self._db, path):
-                lines += batch.lines
-                last_line = batch.last_line
-                if self._db.execute(_FILL, params).rowcount < batch.lines:
-                    for line, complete, problem in self._db.execute(_SKIPPED):
-                        if complete:  # an unterminated last line was cut mid-write
-                            skipped_count += 1
-                            if len(skipped) < _MAX_SKIPPED:
-                                skipped.append(f"{path}:{line}: {problem}")
-                for statement in _DISTRIBUTE:
-                    self._db.execute(statement)
-            gone = delete_superseded(self._db, "results", KEY, where="run_id = ?", params=(run_id,))
+            for batch in decode_batches(path, id_base=id_base, run_id=run_id):
+                load.insert(batch)
+            gone: list[int] = []
+            if len(load.keys) < load.found:  # a key was written twice: its last line wins
+                gone = delete_superseded(
+                    self._db, "results", KEY, where="run_id = ?", params=(run_id,)
+                )
             for table in ("meta", "metrics"):
                 self._db.executemany(
                     f"DELETE FROM {table} WHERE result_id = ?", ((g,) for g in gone)
@@ -290,6 +300,14 @@ class ResultIndex:
             (results,) = self._db.execute(
                 "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
             ).fetchone()
+            info: dict[str, Any] = {
+                "run_id": run_id, "results": results, "lines": load.lines,
+                "skipped": load.skipped, "skipped_count": load.skipped_count,
+            }  # fmt: skip
+            self._db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                (run_id, id_base + 1, load.last_line, json.dumps(info)),
+            )
             self._db.execute("COMMIT")
         except OSError as exc:
             self._db.execute("ROLLBACK")
@@ -299,13 +317,11 @@ class ResultIndex:
             raise
         # A later line for the same key superseded the rows in `gone`: the search builder
         # indexes only the lines still in `results`.
-        self._next_id += last_line
-        if skipped_count:
-            _log.warning("%s: skipped %d unreadable lines", path, skipped_count)
-        return IndexedRun(
-            run_id=run_id, path=run_dir, results=results, lines=lines,
-            skipped=tuple(skipped), skipped_count=skipped_count,
-        )  # fmt: skip
+        self._ids[run_id] = (self._next_id, self._next_id + load.last_line - 1)
+        self._next_id += load.last_line
+        if load.skipped_count:
+            _log.warning("%s: skipped %d unreadable lines", path, load.skipped_count)
+        return _indexed_run(run_dir, info)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -342,7 +358,7 @@ class ResultIndex:
             self.wait_for_search()
         direction = "DESC" if descending else "ASC"
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE {where} "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE {where} "
             f"ORDER BY {column} {direction}, id {direction} LIMIT ? OFFSET ?"
         )
         with self._lock:
@@ -354,7 +370,7 @@ class ResultIndex:
 
     def get(self, run_id: str, result_id: int) -> ResultRow | None:
         """The row of result `result_id` of run `run_id`, if there is one."""
-        sql = f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE id = ? AND run_id = ?"
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE id = ? AND run_id = ?"
         with self._lock:
             found = self._db.execute(sql, (result_id, run_id)).fetchone()
         return None if found is None else _to_row(found)
@@ -362,7 +378,7 @@ class ResultIndex:
     def siblings(self, run_id: str, sample_id: str) -> tuple[ResultRow, ...]:
         """Every result of `sample_id` in the run (all experiments and epochs)."""
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE run_id = ? AND sample_id = ? "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? AND sample_id = ? "
             "ORDER BY experiment, epoch"
         )
         with self._lock:
@@ -430,16 +446,20 @@ class ResultIndex:
 
     def facets(self, run_id: str) -> Facets:
         """The values each filter of run `run_id` can take."""
+        first, last = self._ids.get(run_id, (0, -1))
         with self._lock:
-            experiments = self._counts("experiment", run_id)
-            statuses = self._counts("status", run_id)
-            kinds = self._counts("error_kind", run_id, "AND error_kind IS NOT NULL")
-            rows = self._db.execute(
-                "SELECT m.key, m.value, count(*) AS n FROM meta m JOIN results r ON r.id = "
-                "m.result_id WHERE r.run_id = ? GROUP BY m.key, m.value ORDER BY m.key, n DESC, "
-                "m.value",
-                (run_id,),
-            ).fetchall()
+            # One scan for the three counts (each in order of first appearance).
+            tally = self._db.execute(TALLY, (run_id,)).fetchall()
+            # A run's results are the ids first..last: no join with `results` needed.
+            rows = self._db.execute(META_FACETS, (first, last)).fetchall()
+        experiments: dict[str, int] = {}
+        statuses: dict[str, int] = {}
+        kinds: dict[str, int] = {}
+        for experiment, status, kind, n, _ in sorted(tally, key=lambda row: row[4]):
+            experiments[experiment] = experiments.get(experiment, 0) + n
+            statuses[status] = statuses.get(status, 0) + n
+            if kind is not None:
+                kinds[kind] = kinds.get(kind, 0) + n
         metadata: dict[str, list[str]] = {}
         for key, value, _ in rows:
             values = metadata.setdefault(key, [])
@@ -459,20 +479,6 @@ class ResultIndex:
         )
         return dict(self._db.execute(sql, (run_id,)).fetchall())
 
-    def stat_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
-        """The columns behind an experiment's statistics, one row per result, in index order.
-
-        Rows are `(sample_id, status, score, error_kind, latency_ms, input_tokens,
-        output_tokens, cost, judge_cost)` (see `StatRow`).
-        """
-        sql = (
-            "SELECT sample_id, status, score, error_kind, latency_ms, input_tokens, "
-            "output_tokens, cost, judge_cost FROM results WHERE run_id = ? AND experiment = ? "
-            "ORDER BY id"
-        )
-        with self._lock:
-            return self._db.execute(sql, (run_id, experiment)).fetchall()
-
     def cost_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
         """`(sample_id, epoch, cost, judge_cost)` of each result of one experiment."""
         sql = (
@@ -490,6 +496,26 @@ class ResultIndex:
         """
         with self._lock:
             return self._db.execute(sql, params).fetchall()
+
+    def reader(self) -> IndexReader:
+        """A copy of the finished index on a connection of its own, for `query` only.
+
+        Queries on it run beside the index's own (SQLite works without the GIL): the
+        viewer makes a run page's charts on one while it computes the statistics.
+        Call it before the background work starts (`start_background`), while the
+        tables hold what the copy should.
+
+        Raises:
+            ViewerError: the index is not finished.
+        """
+        copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        with self._lock:
+            if not self._finished:
+                copy.close()
+                raise ViewerError("the index is not finished; call finish() first")
+            self._db.backup(copy)
+        copy.execute("PRAGMA query_only = ON")
+        return IndexReader(copy)
 
     def outcomes(self, run_id: str, experiment: str) -> tuple[Outcomes, tuple[int, ...]]:
         """One experiment's outcomes as columns (what a comparison reads), and result ids.
@@ -514,7 +540,7 @@ class ResultIndex:
     def rows(self, run_id: str, ids: Iterable[int]) -> dict[int, ResultRow]:
         """Result id -> its row, for the ids of run `run_id` that exist."""
         sql = (
-            f"SELECT {', '.join(_ROW_COLUMNS)} FROM results WHERE run_id = ? "
+            f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? "
             "AND id IN (SELECT value FROM json_each(?))"
         )
         with self._lock:
@@ -522,8 +548,34 @@ class ResultIndex:
         return {row.id: row for row in map(_to_row, found)}
 
 
+class IndexReader:
+    """Read-only SQL over a copy of an index (`ResultIndex.reader`); `close` frees it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of `sql` with `params` (as `ResultIndex.query`)."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Free the copy."""
+        with self._lock:
+            self._db.close()
+
+
+def _indexed_run(run_dir: Path, info: dict[str, Any]) -> IndexedRun:
+    """An `IndexedRun` from its `runs.info` (JSON data)."""
+    return IndexedRun(
+        run_id=info["run_id"], path=run_dir, results=info["results"], lines=info["lines"],
+        skipped=tuple(info["skipped"]), skipped_count=info["skipped_count"],
+    )  # fmt: skip
+
+
 def _to_row(values: Sequence[Any]) -> ResultRow:
-    data = dict(zip(_ROW_COLUMNS, values, strict=True))
+    data = dict(zip(ROW_COLUMNS, values, strict=True))
     data["passed"] = bool(data["passed"])
     data["has_bundle"] = bool(data["has_bundle"])
     return ResultRow(**data)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from weakincentives.errors import ViewerError
 
-from ._run_loader import STAGE, stage_lines
+from ._run_loader import STAGE, read_lines, stage
 
 __all__ = ["SEARCH_WAIT", "SearchBuilder"]
 
@@ -31,6 +31,7 @@ SEARCH_WAIT = 300.0
 """Seconds a search waits for the text index before it is refused."""
 
 _log = logging.getLogger(__name__)
+_BATCH_LINES = 250
 
 _NL = "char(10)"
 
@@ -74,43 +75,77 @@ class SearchBuilder:
         lock: The lock that serializes every use of `db`.
         sources: `(results file, id base, run id)` per run: a line `n` of the file is
             result `id_base + n` of the index.
+        then: SQL statements to run once the text is in, one at a time under the lock
+            (the index's sort indexes).
+        after: Called once all is built, before searches stop waiting (the
+            index saves its cache).
     """
 
     def __init__(
-        self, db: sqlite3.Connection, lock: threading.Lock, sources: Sequence[tuple[Path, int, str]]
+        self,
+        db: sqlite3.Connection,
+        lock: threading.Lock,
+        sources: Sequence[tuple[Path, int, str]],
+        *,
+        then: Sequence[str] = (),
+        after: Callable[[], None] | None = None,
     ) -> None:
         self._db = db
         self._lock = lock
         self._sources = tuple(sources)
+        self._then = tuple(then)
+        self._after = after
         self._done = threading.Event()
+        self._started = threading.Lock()
         self._error: str | None = None
 
     def start(self) -> None:
-        """Build on a daemon thread."""
-        threading.Thread(target=self.run, name="wink-debug-search", daemon=True).start()
+        """Build on a daemon thread, unless a build has started already."""
+        if self._started.acquire(blocking=False):
+            threading.Thread(target=self._build, name="wink-debug-search", daemon=True).start()
 
     def run(self) -> None:
-        """Build now, in this thread; a failure is kept for `wait` to report."""
+        """Build now, in this thread, unless a build has started already.
+
+        A failure is kept for `wait` to report.
+        """
+        if self._started.acquire(blocking=False):
+            self._build()
+
+    def _build(self) -> None:
         try:
             for path, id_base, run_id in self._sources:
                 self._index(path, id_base, run_id)
+            # Last: each holds the lock for a while (a page waits for one at most), and
+            # until they exist the grid sorts without them.
+            for statement in self._then:
+                with self._lock:
+                    self._db.execute("PRAGMA query_only = OFF")
+                    try:
+                        self._db.execute(statement)
+                    finally:
+                        self._db.execute("PRAGMA query_only = ON")
         except Exception as exc:  # reported to every search waiting on the index
             self._error = f"cannot index the text of the results: {exc}"
             _log.warning("%s", self._error)
+        else:
+            if self._after is not None:
+                self._after()
         finally:
             self._done.set()
 
     def _index(self, path: Path, id_base: int, run_id: str) -> None:
         with self._lock:
             kept = {line for (line,) in self._db.execute(_KEPT, (run_id,))}
-        batches = stage_lines(self._db, path, only=kept)
-        while True:
+        # Lines are read outside the lock, and a batch is small: a page asked for meanwhile
+        # waits for one batch at most (milliseconds).
+        for flat in read_lines(path, only=kept, batch_lines=_BATCH_LINES):
             with self._lock:
                 self._db.execute("PRAGMA query_only = OFF")
                 try:
-                    if next(batches, None) is None:  # the generator emptied the stage
-                        return
+                    stage(self._db, flat)
                     self._db.execute(_SEARCH_FILL, {"id_base": id_base})
+                    self._db.execute(f"DELETE FROM {STAGE}")
                 finally:
                     self._db.execute("PRAGMA query_only = ON")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,11 +23,13 @@ from weakincentives.evals import EvalResult, OutcomeComparison, stats, summarize
 
 from ._viewer_types import STATUSES, ResultFilter, ResultRow, Status
 
+if TYPE_CHECKING:
+    from ._viewer_stats import ExperimentColumns
+
 __all__ = [
     "MAX_FLIPS",
     "MAX_PAGE_SIZE",
     "PageRequest",
-    "StatRow",
     "bundle_view",
     "comparison_view",
     "experiment_view",
@@ -212,41 +214,38 @@ def _preview(name: str, data: bytes) -> dict[str, Any]:
 # -- statistics ---------------------------------------------------------------------------
 
 
-StatRow = tuple[str, str, float, "str | None", float, int, int, "float | None", "float | None"]
-"""`(sample_id, status, score, error_kind, latency_ms, input_tokens, output_tokens, cost,
-judge_cost)`."""
-
-
-def experiment_view(name: str, rows: Sequence[StatRow]) -> dict[str, Any]:
+def experiment_view(columns: ExperimentColumns) -> dict[str, Any]:
     """Counts, pass rate and mean score with intervals, latency and tokens of one experiment.
 
     The numbers are those of `weakincentives.evals.summarize` (errors count as not passed
     and score 0; intervals are clustered by sample when a sample repeats, i.e. epochs),
-    computed from the index's columns so that 100,000 results take milliseconds.
+    computed by the same functions from the index's columns (`ExperimentColumns`), so
+    that 100,000 results take milliseconds.
     """
-    n = len(rows)
-    passes = [1.0 if row[1] == "passed" else 0.0 for row in rows]
-    scores = [0.0 if row[1] == "error" else row[2] for row in rows]
-    passed = int(sum(passes))
-    kinds: dict[str, int] = {}
-    for row in rows:
-        if row[1] == "error":
-            kinds[row[3] or "unknown"] = kinds.get(row[3] or "unknown", 0) + 1
+    c = columns
+    n = c.n
+    passed = sum(c.passed)
+    kinds = dict(c.errors_by_kind)
+    errors = sum(kinds.values())
+    # Results with no cost at all add nothing to a sum: `summarize_costs` counts them last.
+    costs = itertools.chain(c.costs, itertools.repeat((None, None), c.uncosted))
     view: dict[str, Any] = {
-        "name": name, "n": n, "passed": passed, "errors": sum(kinds.values()),
-        "failed": n - passed - sum(kinds.values()), "pass_rate": passed / n if n else 0.0,
-        "errors_by_kind": kinds, "latency_ms": _percentiles([row[4] for row in rows]),
-        "tokens": {"input": sum(row[5] for row in rows), "output": sum(row[6] for row in rows)},
-        "cost": summarize_costs((row[7], row[8]) for row in rows).to_dict(),
-        **_intervals(passes, scores, [row[0] for row in rows]),
+        "name": c.name, "n": n, "passed": passed, "errors": errors,
+        "failed": n - passed - errors, "pass_rate": passed / n if n else 0.0,
+        "errors_by_kind": kinds, "latency_ms": _percentiles(c.latency_ms),
+        "tokens": {"input": c.input_tokens, "output": c.output_tokens},
+        "cost": summarize_costs(costs).to_dict(),
+        **_intervals(c.passed, c.scores, c.clusters),
     }  # fmt: skip
     return _safe(view)
 
 
-def _intervals(passes: list[float], scores: list[float], samples: list[str]) -> dict[str, Any]:
+def _intervals(
+    passes: Sequence[int], scores: Sequence[float], clusters: Sequence[Hashable] | None
+) -> dict[str, Any]:
     # The numbers of `summarize` and the terminal report: the same function, the same
-    # clustering (by sample when a sample repeats, i.e. epochs).
-    out = stats.summarize_outcomes(passes, scores, clusters=stats.repeated_samples(samples))
+    # clustering (by sample when a sample repeats, i.e. epochs: `repeated_samples`).
+    out = stats.summarize_outcomes(passes, scores, clusters=clusters)
     return {
         "pass_rate_ci": [out.pass_rate_low, out.pass_rate_high],
         "pass_rate_method": out.pass_rate_method,

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pydantic_core
+
 from weakincentives import serde
 
 __all__ = [
@@ -68,11 +70,23 @@ def recorded_value(value: Any, limit: int = DEFAULT_VALUE_LIMIT) -> Any:
             data = repr(value)
         if isinstance(data, str):
             text = data
+        elif 2 * len(_json_bytes(data)) <= limit:
+            # Short for sure, told by the fast serializer: `json.dumps` text is never
+            # twice its bytes (at most a character more per number, such as `1e+16`).
+            return data
         else:
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     if len(text) <= limit:
         return data
     return f"{text[:limit]}…[truncated: {len(text)} chars]"
+
+
+def _json_bytes(data: Any) -> bytes:
+    """JSON of `data` (JSON-compatible Python), fast; as `json.dumps` writes it on failure."""
+    try:
+        return pydantic_core.to_json(data)
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def error_message(exc: BaseException) -> str:

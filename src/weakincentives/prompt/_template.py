@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import string
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
+from weakincentives import serde
 from weakincentives.errors import PromptParamsError, PromptRenderError
 from weakincentives.prompt._overrides import (
     PromptOverridesStore,
@@ -26,7 +28,19 @@ ParamsT = TypeVar("ParamsT")
 
 
 def _placeholders(text: str) -> tuple[str, ...]:
-    return tuple(string.Template(text).get_identifiers())
+    return _compiled(text)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(text: str) -> tuple[string.Template, tuple[str, ...]]:
+    """`text` as a `string.Template`, and its placeholders: once per text, not per render."""
+    template = string.Template(text)
+    return template, tuple(template.get_identifiers())
+
+
+@functools.lru_cache(maxsize=256)
+def _field_names(cls: Any) -> frozenset[str]:  # a dataclass type
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 # No slots: `MarkdownSection[T](...)` sets __orig_class__, which slotted frozen classes reject.
@@ -104,11 +118,21 @@ class PromptTemplate(Generic[OutputT]):
         tool_names = [t.name for t in self.tools]
         if len(tool_names) != len(set(tool_names)):
             raise PromptRenderError(f"prompt {self.ns}/{self.key} has duplicate tool names")
+        # Read per render (per sample), so worked out once here.
+        object.__setattr__(self, "_display_name", self.name or f"{self.ns}/{self.key}")
+        accepted = tuple(s.params_type for s in self.sections if s.params_type is not None)
+        object.__setattr__(self, "_params_types", accepted)
+        # The output type's validator and schema, and the tools', are built when an agent
+        # loop is (`serde.prepare_pending`), not on the first sample of its first run.
+        if self.output_type is not None:
+            serde.prepare_later(self.output_type)
+        for tool in self.tools:
+            serde.prepare_later(tool.params_type)
 
     @property
     def display_name(self) -> str:
         """`name`, or `ns/key` when no name was given."""
-        return self.name or f"{self.ns}/{self.key}"
+        return self._display_name  # type: ignore[attr-defined,no-any-return]  # __post_init__
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +197,7 @@ class Prompt(Generic[OutputT]):
         Raises:
             PromptParamsError: when a positional value matches no section's params type.
         """
-        accepted = [s.params_type for s in self.template.sections if s.params_type is not None]
+        accepted: tuple[type[Any], ...] = self.template._params_types  # type: ignore[attr-defined]
         for p in params:
             if not dataclasses.is_dataclass(p) or isinstance(p, type):
                 raise PromptParamsError(
@@ -186,9 +210,15 @@ class Prompt(Generic[OutputT]):
                     f"prompt {self.name}: no section takes {type(p).__name__} "
                     f"(sections take: {names})",
                 )
-        return dataclasses.replace(
-            self, params=(*self.params, *params), values={**self.values, **values}
-        )
+        merged = {**self.values, **values} if values else self.values
+        if type(self) is not Prompt:  # a subclass may have more fields: let `replace` copy them
+            return dataclasses.replace(self, params=(*self.params, *params), values=merged)
+        # The constructor, not `dataclasses.replace` (which reads every field first): an
+        # agent binds a prompt per sample.
+        return Prompt(
+            self.template, self.overrides_store, self.overrides_tag, (*self.params, *params),
+            merged,
+        )  # fmt: skip
 
     def with_overrides(self, store: PromptOverridesStore | None, tag: str) -> Prompt[OutputT]:
         """Return a copy that renders with `store`'s overrides under `tag`."""
@@ -235,25 +265,34 @@ class Prompt(Generic[OutputT]):
         return self.overrides_store.resolve(self.template.ns, self.template.key, self.overrides_tag)
 
     def _fill(self, section: MarkdownSection[Any], body: str) -> str:
-        if section.params_type is not None:
-            bound = [p for p in self.params if isinstance(p, section.params_type)]
-            if not bound:
-                if not _placeholders(body):
+        template, names = _compiled(body)
+        params_type = section.params_type
+        if params_type is not None:
+            bound = None
+            for p in reversed(self.params):  # the latest bound wins
+                if isinstance(p, params_type):
+                    bound = p
+                    break
+            if bound is None:
+                if not names:
                     return body
                 raise PromptRenderError(
                     f"prompt {self.name}: section {section.key!r} needs "
-                    f"{section.params_type.__name__} params; call bind() with one",
+                    f"{params_type.__name__} params; call bind() with one",
                 )
-            source = {f.name: getattr(bound[-1], f.name) for f in dataclasses.fields(bound[-1])}
+            fields = _field_names(cast(Any, type(bound)))
+            source: Mapping[str, Any] = {n: getattr(bound, n) for n in names if n in fields}
         else:
-            source = dict(self.values)
-        for name in _placeholders(body):
+            source = self.values
+        for name in names:
             if name not in source:
                 raise PromptRenderError(
                     f"prompt {self.name}: section {section.key!r} has no value for "
                     f"${name}; bind it with bind({name}=...)",
                 )
-        return string.Template(body).substitute({k: str(v) for k, v in source.items()})
+        if not names and "$" not in body:
+            return body  # nothing to substitute (`$$` would still need it)
+        return template.substitute({name: str(source[name]) for name in names})
 
 
 def _merge(parts: list[tuple[str, str]]) -> tuple[ChatMessage, ...]:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from weakincentives import serde
 from weakincentives.adapters import Heartbeat, PromptResponse, ProviderAdapter, is_async_adapter
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
@@ -70,6 +71,10 @@ class AgentLoop(Generic[RequestT, OutputT]):
         self.overrides_store = overrides_store
         self.clock = clock
         self.name = name or type(self).__name__
+        if not isinstance(adapter, _NoAdapter):  # an agent with prompts, not a FunctionLoop
+            # The prompts' output and tool types (noted by each `PromptTemplate`) get their
+            # validators and schemas now, not on the first sample of the first run.
+            serde.prepare_pending()
 
     def create_prompt(self, request: RequestT) -> Prompt[OutputT]:
         """Build the bound prompt for `request`. Subclasses implement this."""

@@ -90,3 +90,17 @@ def test_detectable_effect_at_20k_discordant_pairs_has_the_asked_power() -> None
     p10, p01 = (discordant - effect) / 2, (discordant + effect) / 2
     assert _reference_power(n, p10, p01) == pytest.approx(0.8, abs=1e-6)
     assert _reference_power(n, p10 + 2e-5, p01 - 2e-5) < 0.8
+
+
+def test_detectable_effect_is_searched_once_for_the_same_arguments() -> None:
+    # A report asks for its pass/fail and its score comparison with the same numbers.
+    from weakincentives.evals.stats._mcnemar_power import _detectable_effect
+
+    _detectable_effect.cache_clear()
+    first = mcnemar_detectable_effect(2_500, discordant=0.3)
+    again = mcnemar_detectable_effect(2_500, discordant=0.3)
+    other = mcnemar_detectable_effect(2_500, discordant=0.3, power=0.9)
+    assert again == first
+    assert other > first
+    info = _detectable_effect.cache_info()
+    assert (info.hits, info.misses) == (1, 2)

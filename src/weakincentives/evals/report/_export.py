@@ -58,6 +58,7 @@ from weakincentives import serde
 from weakincentives.experiment import BASELINE, CONTROL
 
 from .. import stats
+from ._collector import collector_paused
 from ._comparison import ExperimentComparison
 from ._cost import cost_delta
 from ._family import compare_all
@@ -76,6 +77,7 @@ SUMMARY_FORMAT = "weakincentives.eval_report_summary"
 """The `format` field of `report_to_dict`'s output."""
 
 
+@collector_paused()
 def report_to_dict(report: ReportView, *, baseline: str | None = None) -> dict[str, Any]:
     """Return the statistics of `report` as JSON-compatible data (shape in module docs).
 

@@ -12,12 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .. import stats
+from ._collector import collector_paused
 from ._comparison import ExperimentComparison
 from ._view import ReportView
 
 __all__ = ["compare_all"]
 
 
+@collector_paused()
 def compare_all(
     report: ReportView,
     baseline: str,

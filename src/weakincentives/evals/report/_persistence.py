@@ -16,9 +16,8 @@ not parse is skipped (with a log warning); a bad line anywhere else is an error.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import functools
-import gc
 import json
 import logging
 import os
@@ -32,7 +31,8 @@ from weakincentives import serde
 from weakincentives.errors import InvalidReportError, SerdeError
 
 from .._records import EvalResult
-from ..store import MANIFEST_FILE, RESULTS_FILE, SlimDecoder, StoredResults
+from ..store import FORMAT_VERSION, MANIFEST_FILE, RESULTS_FILE, SlimDecoder, StoredResults
+from ._collector import collector_paused
 
 __all__ = [
     "REPORT_FORMAT",
@@ -40,6 +40,7 @@ __all__ = [
     "LoadedReport",
     "StrPath",
     "read_report",
+    "read_run_id",
     "write_report",
 ]
 
@@ -99,29 +100,31 @@ def write_report(
     return target
 
 
-def read_report(path: StrPath, *, slim: bool = False) -> LoadedReport:
+def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> LoadedReport:
     """Read a saved report, a bare results JSONL file, or a run directory.
 
     The file is streamed: one line at a time is read, and of a run directory only the
-    last line of each key is kept. A slim read of a run directory whose keys each occur
-    once keeps none: its results are `StoredResults` over the run's file, which a
-    report's tables stream through (see `report._totals`). With `slim`, each result
-    keeps only the fields a report computes with (see `SlimDecoder`); the transcripts,
-    outputs, inputs and expected values are skipped without being validated.
+    last line of each key is kept. With `slim`, each result keeps only the fields a
+    report computes with (see `SlimDecoder`); the transcripts, outputs, inputs and
+    expected values are skipped without being validated. `experiment_prefix` is put
+    before each result's experiment name as it is read. A slim read (no prefix) of a
+    run directory of one experiment and one epoch, each key once, keeps none of its
+    results: they are `StoredResults` over the run's file, which a report's tables
+    stream through (see `report._totals`).
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
             line (other than a truncated last one) is corrupt.
     """
     source = Path(path)
-    decode = SlimDecoder() if slim else _full_result
+    decode = _decoder(slim, experiment_prefix)
     if not source.is_dir():
         return _read_file(source, decode)
     if (source / RESULTS_FILE).is_file():
         manifest = _read_manifest(source / MANIFEST_FILE)
         # The run store appends a new line when a key is re-run: the last line wins.
         # Without re-runs (one line per key), a slim read streams the file instead.
-        streamed = _streamed_run(source / RESULTS_FILE) if slim else None
+        streamed = _streamed_run(source / RESULTS_FILE) if slim and not experiment_prefix else None
         if streamed is not None:
             loaded = LoadedReport(results=streamed)
         else:
@@ -142,6 +145,41 @@ def read_report(path: StrPath, *, slim: bool = False) -> LoadedReport:
         f"{source}: a directory without {RESULTS_FILE} or {REPORT_FILE}; pass a run "
         "directory or a file written by EvalReport.save"
     )
+
+
+def read_run_id(path: StrPath) -> Any:
+    """The `run_id` that `read_report(path)` gives, read from the manifest or header only.
+
+    None when there is none, or when the path cannot be read (`read_report` says why).
+    """
+    source = Path(path)
+    try:
+        if not source.is_dir():
+            return _header_run_id(source)
+        if (source / RESULTS_FILE).is_file():
+            manifest = _read_manifest(source / MANIFEST_FILE)
+            return _optional(manifest, "run_id", str) or _header_run_id(source / RESULTS_FILE)
+        if (source / REPORT_FILE).is_file():
+            return _header_run_id(source / REPORT_FILE)
+    except (InvalidReportError, OSError):
+        return None
+    return None
+
+
+def _header_run_id(source: Path) -> Any:
+    for lineno, line in _Lines(source):
+        header = _header_of(line, f"{source}:{lineno}", not line.endswith(b"\n"))
+        return None if header is None else header.get("run_id")
+    return None
+
+
+def _decoder(slim: bool, prefix: str) -> Callable[[bytes], EvalResult]:
+    rename = prefix.__add__ if prefix else None
+    if slim:
+        return SlimDecoder(rename=rename)
+    if rename is None:
+        return _full_result
+    return lambda line: _renamed(_full_result(line), prefix)
 
 
 def _streamed_run(path: Path) -> StoredResults | None:
@@ -209,6 +247,10 @@ def _full_result(line: bytes) -> EvalResult:
     return serde.loads(EvalResult, line)
 
 
+def _renamed(result: EvalResult, prefix: str) -> EvalResult:
+    return dataclasses.replace(result, experiment_name=prefix + result.experiment_name)
+
+
 def _read_file(
     source: Path, decode: Callable[[bytes], EvalResult], *, latest: bool = False
 ) -> LoadedReport:
@@ -217,7 +259,7 @@ def _read_file(
     results: list[EvalResult] = []
     by_key: dict[tuple[str, str, int], EvalResult] = {}
     lines = _Lines(source)
-    with _collector_paused():
+    with collector_paused():
         for lineno, line in lines:
             if lineno == lines.first:
                 header = _header_of(line, f"{source}:{lineno}", not line.endswith(b"\n"))
@@ -273,23 +315,6 @@ def _header_of(line: bytes, where: str, cut_short: bool) -> dict[str, Any] | Non
     return obj
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a file's results are built.
-
-    Reading 100,000 results makes about 700,000 container objects, all kept and none in a
-    cycle; the collector would walk the growing heap again and again as they are made (a
-    third of the reading time). It is switched back on afterwards if it was on.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class _Lines:
     """The non-blank lines of a file, numbered from 1, and the number of the first one.
 
@@ -326,6 +351,12 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(manifest, dict):
         raise InvalidReportError(f"{path}: run manifest must be a JSON object")
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InvalidReportError(
+            f"{path}: format_version {version!r} is not one this weakincentives reads "
+            f"(<= {FORMAT_VERSION}); upgrade weakincentives to read this run"
+        )
     return manifest
 
 

@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import stats
+from ._collector import collector_paused
 from ._comparison import ExperimentComparison
 from ._cost import cost_delta
 from ._export import default_baseline, pass_at_k_block
@@ -28,6 +29,7 @@ _SHOWN_FLIPS = 5
 """How many regressed / improved sample ids a comparison lists before "+N more"."""
 
 
+@collector_paused()
 def render_report(
     report: ReportView, console: Console | None = None, *, baseline: str | None = None
 ) -> None:

@@ -32,7 +32,7 @@ from ._analysis import (
 )
 from ._checks import CheckRate
 from ._cost import CostSummary
-from ._persistence import StrPath, read_report, write_report
+from ._persistence import StrPath, read_report, read_run_id, write_report
 from ._totals import TotalsByExperiment
 
 if TYPE_CHECKING:
@@ -468,7 +468,7 @@ class EvalReport:
         )
 
     @classmethod
-    def load(cls, path: StrPath, *, slim: bool = False) -> EvalReport:
+    def load(cls, path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> EvalReport:
         """Read a report saved by `save`, a bare results JSONL, or a run directory.
 
         A run directory holds `results.jsonl` (one `EvalResult` per line; when a key
@@ -486,16 +486,28 @@ class EvalReport:
         `StoredResults` over the run's file, streamed for the report's tables and read
         back when asked for (keep the directory while the report is in use).
 
+        `experiment_prefix` is put before each result's experiment name as it is read:
+        `wink eval compare RUN_A RUN_B` reads the experiments of each run as `RUN/NAME`
+        so, rather than copying every result to rename it.
+
         Raises:
             InvalidReportError: unknown format version, or a corrupt line (file:line).
         """
-        loaded = read_report(path, slim=slim)
+        loaded = read_report(path, slim=slim, experiment_prefix=experiment_prefix)
         return cls(
             results=loaded.results,
             expected_count=loaded.expected_count,
             run_id=loaded.run_id,
             config=loaded.config,
         )
+
+    @staticmethod
+    def read_run_id(path: StrPath) -> Any:
+        """The `run_id` that `load(path)` gives, read from the manifest or header alone.
+
+        None when there is none, or when `path` cannot be read (`load` says why).
+        """
+        return read_run_id(path)
 
     def to_dict(self, *, baseline: str | None = None) -> dict[str, Any]:
         """The report's statistics as JSON-compatible data (see `report_to_dict`)."""

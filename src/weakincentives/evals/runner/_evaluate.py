@@ -61,6 +61,7 @@ stored run is `interrupted`, and `resume=` continues it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast, overload
@@ -86,7 +87,15 @@ from weakincentives.runtime.limits import Budget
 from .._records import DEFAULT_VALUE_LIMIT, EvalResult, RecordInputs, Score
 from ..report import EvalReport
 from ..scoring import evaluator_name
-from ..store import Fingerprint, RunProvenance, RunStore, code_directory, git_commit, new_run_id
+from ..store import (
+    Fingerprint,
+    RunProvenance,
+    RunStore,
+    code_directory,
+    git_commit,
+    git_dirty,
+    new_run_id,
+)
 from ._bundles import BundleOptions, BundleScope
 from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_messages
 from ._environment import EnvironmentFactory
@@ -282,7 +291,7 @@ async def evaluate(
         )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
-            commit = git_commit(code_directory(target))  # the checkout of the code
+            commit = _git_commit(code_directory(target))  # the checkout of the code
             provenance = RunProvenance.collect(
                 target=target, evaluator=evaluator, dataset_sha256=source.sha256,
                 dataset_path=None if dataset_path is None else str(dataset_path),
@@ -313,6 +322,22 @@ async def evaluate(
     finally:
         if owned and isinstance(response_cache, SQLiteResponseCache):
             response_cache.close()
+
+
+def _git_commit(directory: str | None) -> str | None:
+    """`git_commit(directory)`, with `git_dirty()` (the provenance's) asked meanwhile.
+
+    Both run git once per process and are cached: the first run of a process waits for
+    the two subprocesses side by side, not one after the other.
+    """
+    if git_dirty.cache_info().currsize:
+        return git_commit(directory)
+    helper = threading.Thread(target=git_dirty, name="wink-git-status", daemon=True)
+    helper.start()
+    try:
+        return git_commit(directory)
+    finally:
+        helper.join()
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:

@@ -302,6 +302,17 @@ def mcnemar_detectable_effect(
         raise InvalidStatisticError(f"n must be at most {_MAX_PAIRS:,}, got {n:,}")
     if discordant <= 0.0:
         return math.nan
+    return _detectable_effect(n, discordant, alpha, power)
+
+
+@functools.lru_cache(maxsize=64)
+def _detectable_effect(n: int, discordant: float, alpha: float, power: float) -> float:
+    """`mcnemar_detectable_effect` on checked arguments, kept for the same arguments.
+
+    A report asks twice per comparison with the same numbers (its pass/fail and its
+    score comparison, when the scores are pass/fail too): the second answer is the
+    first one, not a second search of some 20 exact powers.
+    """
     # n and the discordant share are fixed: one grid serves every effect tried.
     grid = _PowerGrid(n, min(discordant, 1.0), alpha)
 

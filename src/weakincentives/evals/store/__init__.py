@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         qualified_name,
     )
     from ._handle import (
+        FORMAT_VERSION,
         RunCounts,
         RunHandle,
         RunManifest,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "FORMAT_VERSION",
     "MANIFEST_FILE",
     "RESULTS_FILE",
     "ExperimentFingerprint",
@@ -97,6 +99,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "qualified_name",
         ),
         "weakincentives.evals.store._handle": (
+            "FORMAT_VERSION",
             "RunCounts",
             "RunHandle",
             "RunManifest",

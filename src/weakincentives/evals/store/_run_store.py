@@ -146,7 +146,7 @@ class RunStore:
         Raises:
             RunStoreError: when there is no such run or its manifest is unreadable.
         """
-        run_dir = self._locate(run)
+        run_dir = self.locate(run)
         return RunHandle(run_dir, read_manifest(run_dir), clock=self._clock)
 
     def resume(
@@ -163,7 +163,7 @@ class RunStore:
             FingerprintMismatchError: the stored fingerprint differs; the message lists how.
             RunStoreError: no such run, another writer holds it, or its results are corrupt.
         """
-        run_dir = self._locate(run)
+        run_dir = self.locate(run)
         lock = WriterLock(run_dir / LOCK_FILE)
         try:
             return self._reopen(run_dir, lock, fingerprint, ignore)
@@ -244,7 +244,15 @@ class RunStore:
             )
         raise RunStoreError(f"could not find a free run id in {self._root}")  # pragma: no cover
 
-    def _locate(self, run: str | Path) -> Path:
+    def locate(self, run: str | Path) -> Path:
+        """The directory of a run, by id (under `root`) or by path, without reading it.
+
+        `open` also reads and validates the manifest; a reader that reads the run's
+        files itself (`EvalReport.load`) needs only where they are.
+
+        Raises:
+            RunStoreError: there is no such run (the message lists the latest ones).
+        """
         path = Path(run)
         if (path / MANIFEST_FILE).is_file():
             return path

@@ -25,6 +25,7 @@ unusual but valid form gives the same result, and an invalid one the same error.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -84,11 +85,18 @@ class SlimDecoder:
         (1.0, 12, ())
     """
 
-    def __init__(self) -> None:
-        """Build the msgspec decoder of the slim line type."""
+    def __init__(self, *, rename: Callable[[str], str] | None = None) -> None:
+        """Build the msgspec decoder of the slim line type.
+
+        Args:
+            rename: Names each result's experiment from the stored name, as the result is
+                built (`wink eval compare` labels two runs' experiments `RUN/NAME` so,
+                rather than copying every result afterwards).
+        """
         import msgspec
 
         self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(_line_type()).decode
+        self._rename = rename
 
     def __call__(self, line: bytes) -> EvalResult:
         """The slim `EvalResult` of one JSON line.
@@ -96,10 +104,12 @@ class SlimDecoder:
         Raises:
             SerdeError: the line is not a valid result (the full validator's message).
         """
+        rename = self._rename
         try:
             slim = self._decode(line)
+            name = slim.experiment_name if rename is None else rename(slim.experiment_name)
             return build_result(
-                sample_id=slim.sample_id, experiment_name=slim.experiment_name,
+                sample_id=slim.sample_id, experiment_name=name,
                 score=slim.score, latency_ms=slim.latency_ms, error=slim.error,
                 error_kind=slim.error_kind, epoch=slim.epoch, usage=slim.usage,
                 metadata=slim.metadata, cost=slim.cost, judge_cost=slim.judge_cost,
@@ -108,7 +118,10 @@ class SlimDecoder:
                 environment=slim.environment,
             )  # fmt: skip
         except Exception:  # any refusal: the full validator decides
-            return slim_copy(serde.loads(EvalResult, line))
+            result = slim_copy(serde.loads(EvalResult, line))
+            if rename is None:
+                return result
+            return dataclasses.replace(result, experiment_name=rename(result.experiment_name))
 
 
 def slim_copy(result: EvalResult) -> EvalResult:

@@ -1,0 +1,175 @@
+"""The viewer index's fast reading of a run's lines: msgspec, only the fields it keeps.
+
+A result line is mostly transcript (`messages`, `tool_calls`, `output`): the index keeps
+none of it but the number of messages and tool calls. Parsing whole lines in SQLite
+(`_run_loader.FIELDS`) costs about 10 µs a line; `decode_batches` reads a line with
+msgspec into the index's columns and skips the transcript without building it (about
+4 µs a line), and `ResultIndex` inserts the rows with `executemany`.
+
+**One set of rules.** A line is decoded here only when its values have the types the
+index's SQL checks accept (`_viewer_schema._CHECKS`), in their usual form: strings,
+numbers, booleans, 64-bit integers. Anything else (not JSON, a missing field, `"1"` for
+1, `null` metadata, an integer `passed`, an epoch of `null`, ...) goes back, as text, to
+the SQL path, which keeps it or skips it with its reason exactly as before. The values
+kept are the ones the SQL path gives: `passed` is the score's verdict, else
+`value >= 0.5`; tokens default to 0; a message or tool-call list that is not a list
+goes to SQL, and so does a line with a score metric that is not a name and a number
+(SQL skips that metric alone). Metadata is kept as its JSON text and spread into rows
+by the same SQL as the other lines (`json_each`), so a value's text is the same either
+way. (Where a line repeats a key, msgspec keeps the last value, as the full reader
+does; SQLite would read the first.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+__all__ = ["DecodedBatch", "decode_batches", "insert_rows"]
+
+BATCH_LINES = 5000
+"""Lines per batch: inserted with one `executemany` each."""
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """One batch of lines: the rows decoded here, and the lines left to SQL."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    """`results` rows (`_viewer_index._RESULT_COLUMNS`) of the decoded lines."""
+    metadata: list[tuple[int, str, None]] = field(default_factory=list)
+    """`(result id, metadata JSON, None)` of the decoded lines that have metadata (rows
+    of `wink_json`, whose last column is for the metrics of the lines SQL judges)."""
+    metrics: list[tuple[int, str, int | float]] = field(default_factory=list)
+    """`metrics` rows of the decoded lines: `(result id, name, value)`."""
+    staged: list[int | str] = field(default_factory=list)
+    """`line, offset, text` of every other non-blank line, flattened (as `stage_lines`)."""
+    lines: int = 0
+    """Non-blank lines in the batch."""
+    last_line: int = 0
+    """Number of the last line read (1-based)."""
+
+
+_Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_ABSENT = msgspec.Raw(b"")
+
+
+class _Metric(msgspec.Struct, gc=False):
+    name: str
+    value: _Int64 | float
+
+
+class _Score(msgspec.Struct, gc=False):
+    value: _Int64 | float
+    passed: bool | None = None
+    reason: str | None = None
+    metrics: list[_Metric] | None = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    input_tokens: _Int64 | None = None
+    output_tokens: _Int64 | None = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    """The fields of a result line the index keeps; msgspec skips the others unbuilt."""
+
+    sample_id: str
+    experiment_name: str
+    score: _Score
+    latency_ms: _Int64 | float
+    epoch: _Int64 = 0
+    usage: _Usage | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    metadata: msgspec.Raw = _ABSENT
+    bundle_path: msgspec.Raw = _ABSENT
+    tool_calls: list[msgspec.Raw] | None = None
+    messages: list[msgspec.Raw] | None = None
+    cost: _Int64 | float | None = None
+    judge_cost: _Int64 | float | None = None
+
+
+def _row(line: _Line, result_id: int, run_id: str, lineno: int, offset: int) -> tuple[Any, ...]:
+    """The `results` row of a decoded line (as `_viewer_index._FILL` makes it)."""
+    score = line.score
+    passed = score.passed if score.passed is not None else score.value >= 0.5
+    usage = line.usage
+    inputs = (usage.input_tokens or 0) if usage is not None else 0
+    outputs = (usage.output_tokens or 0) if usage is not None else 0
+    status = "error" if line.error is not None else ("passed" if passed else "failed")
+    bundle = bytes(line.bundle_path)
+    return (
+        result_id, run_id, line.sample_id, line.experiment_name, line.epoch, status,
+        line.error_kind, score.value, int(passed), line.latency_ms, inputs, outputs,
+        inputs + outputs, score.reason or "", line.error, len(line.tool_calls or ()),
+        len(line.messages or ()), int(bundle not in (b"", b"null")), lineno, offset,
+        line.cost, line.judge_cost,
+    )  # fmt: skip
+
+
+def insert_rows(
+    conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]], *, per: int = 20
+) -> None:
+    """Insert `rows` into `table`, `per` rows to a statement.
+
+    One statement per row costs a third more: Python's per-statement overhead.
+    """
+    if not rows:
+        return
+    one = f"({', '.join('?' * len(rows[0]))})"
+    whole = len(rows) - len(rows) % per
+    flat = itertools.chain.from_iterable
+    conn.executemany(
+        f"INSERT INTO {table} VALUES {', '.join([one] * per)}",
+        (tuple(flat(rows[i : i + per])) for i in range(0, whole, per)),
+    )
+    conn.executemany(f"INSERT INTO {table} VALUES {one}", rows[whole:])
+
+
+def decode_batches(
+    path: Path, *, id_base: int, run_id: str, batch_lines: int = BATCH_LINES
+) -> Iterator[DecodedBatch]:
+    """Read `path` a batch at a time: decoded rows, and the lines SQL must judge.
+
+    Line `n` becomes result `id_base + n`.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    decode = msgspec.json.Decoder(_Line).decode
+    batch = DecodedBatch()
+    offset = lineno = 0
+    with path.open("rb") as handle:
+        for raw in handle:
+            lineno += 1
+            start, offset = offset, offset + len(raw)
+            if raw.isspace():
+                continue
+            batch.lines += 1
+            batch.last_line = lineno
+            try:
+                line = decode(raw)
+                row = _row(line, id_base + lineno, run_id, lineno, start)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                line = None
+            metadata = b"" if line is None else bytes(line.metadata)
+            if line is None or (metadata and not metadata.startswith(b"{")):
+                batch.staged += (lineno, start, raw.decode("utf-8", "replace"))  # SQL says why
+                continue
+            batch.rows.append(row)
+            if metadata:
+                batch.metadata.append((row[0], metadata.decode(), None))
+            for metric in line.score.metrics or ():
+                batch.metrics.append((row[0], metric.name, metric.value))
+            if batch.lines >= batch_lines:
+                yield batch
+                batch = DecodedBatch()
+    if batch.lines:
+        yield batch
