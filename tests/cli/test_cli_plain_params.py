@@ -115,3 +115,17 @@ def test_the_converter_is_built_only_for_values_it_must_convert(
     assert power.exit_code == 0, power.output
     assert built  # floats go to typer's converter
     assert os.environ.get("PYDANTIC_DISABLE_PLUGINS") is None  # typer put it back
+
+
+def test_a_parameter_with_a_parser_keeps_typers_conversion() -> None:
+    def shout(word: Annotated[str, typer.Option(parser=str.upper)]) -> None:
+        typer.echo(word)
+
+    demo = typer.Typer(add_completion=False)
+    demo.command()(shout)
+    command = typer.main.get_command(demo)
+    plain_params(command)
+    assert command.main(["--word", "hi"], "shout", standalone_mode=False) is None
+    ctx = command.context_class(command, info_name="shout")
+    param: Any = command.params[0]
+    assert param.get_runtime_param().coerce("hi", param=param, ctx=ctx) == "HI"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.debug.viewer_data import write_runs
 from weakincentives.debug import ViewerData
-from weakincentives.debug._viewer_data import _Cache
+from weakincentives.debug._viewer_memo import Memo
 
 
 def test_a_run_page_scans_the_index_for_its_counts_once(
@@ -39,7 +39,7 @@ def test_a_run_page_scans_the_index_for_its_counts_once(
 
 
 def test_a_value_asked_for_while_it_is_made_is_made_once() -> None:
-    cache = _Cache()
+    cache = Memo()
     making = threading.Event()
     release = threading.Event()
     made: list[int] = []
@@ -65,7 +65,7 @@ def test_a_value_asked_for_while_it_is_made_is_made_once() -> None:
 
 
 def test_a_failed_make_is_not_cached() -> None:
-    cache = _Cache()
+    cache = Memo()
 
     def boom() -> int:
         raise ValueError("no")

@@ -175,6 +175,17 @@ def test_cost_delta_pairs_by_sample_and_epoch_and_skips_unpriced_pairs() -> None
     )
     assert delta.relative == pytest.approx(expected.mean / ((0.10 + 0.20 + 0.50) / 3))
     assert cost_delta(base, [result("z", 1.0)]) is None
+    assert cost_delta(base, [result("a", None), result("b", None)]) is None  # unpriced side
+
+
+def test_cost_delta_reads_a_repeated_baseline_key_as_its_last_result() -> None:
+    # The last baseline result of a key decides, priced or not (as a dict built in order).
+    treat = [result("a", 0.40)]
+    assert cost_delta([result("a", 0.10), result("a", None)], treat) is None
+    delta = cost_delta([result("a", None), result("a", 0.10)], treat)
+    assert delta is not None
+    assert delta.n_pairs == 1
+    assert delta.delta_usd == pytest.approx(0.30)
 
 
 def test_a_single_priced_result_has_no_interval() -> None:

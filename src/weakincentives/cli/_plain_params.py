@@ -11,10 +11,11 @@ pydantic:
   path validation does) and then runs typer's own checks (`coerce_cli_path`: `exists`,
   `file_okay`, `readable`...), which are called here the same way.
 
-`plain_params(command)` gives such parameters a converter that does exactly that, and
-hands every other case (another type, a value that is not a `str` or `Path`, a check
-that fails, so that the message is typer's own) to typer's converter, built as typer
-builds it. Parameters of any other type keep typer's converter. This uses typer's
+`plain_params(command)` gives every parameter of a command (its `--help` too) a
+converter that does exactly that for those values, returns None for a missing value as
+typer does (typer builds its adapter even then), and hands every other case (another
+type, a `parser=`, a value that is not a `str` or `Path`, a check that fails, so that
+the message is typer's own) to typer's converter, built as typer builds it. This uses typer's
 coercion internals (`RuntimeParam`, `build_runtime_param`, `coerce_cli_path`, a
 parameter's `type_descriptor` and `_runtime_param`): with a typer that lacks them,
 `plain_params` changes nothing. `tests/cli/test_cli_plain_params.py` checks that every
@@ -51,9 +52,10 @@ else:
         """The parameter's typer type descriptor (for typer's own converter)."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            if self.annotation is str and type(value) is str:
+            plain = self.parameter_info.parser is None and self.descriptor.file_annotation is None
+            if plain and self.annotation is str and type(value) is str:
                 return value
-            if self._plain_path and isinstance(value, str | Path):
+            if plain and self._plain_path and isinstance(value, str | Path):
                 path = value if isinstance(value, Path) else Path(value)
                 try:
                     return coerce_cli_path(
@@ -65,13 +67,7 @@ else:
 
         @property
         def _plain_path(self) -> bool:
-            info = self.parameter_info
-            return (
-                self.annotation is Path
-                and info.path_type is None
-                and info.parser is None
-                and self.descriptor.file_annotation is None
-            )
+            return self.annotation is Path and self.parameter_info.path_type is None
 
         @functools.cached_property
         def _typer(self) -> Any:

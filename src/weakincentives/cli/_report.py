@@ -77,11 +77,6 @@ def _path_of(run: str, runs_dir: Path) -> Path:
         _fail(exc)
 
 
-def _load(run: str, runs_dir: Path) -> EvalReport:
-    """A report from a run id (under `runs_dir`), a run directory or a saved report file."""
-    return _read(_path_of(run, runs_dir))
-
-
 def _read(path: Path, experiment_prefix: str = "") -> EvalReport:
     # The manifest is read (and its format version checked) by `EvalReport.load`.
     try:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
@@ -47,6 +46,7 @@ from ._viewer_charts import (
     slice_keys,
 )
 from ._viewer_index import IndexReader, ResultIndex
+from ._viewer_memo import Memo
 from ._viewer_stats import ExperimentColumns, experiment_columns
 from ._viewer_types import Facets, IndexedRun, ResultRow
 from ._viewer_views import (
@@ -66,8 +66,6 @@ _SQLITE_INT_LIMIT = 2**63
 
 _log = logging.getLogger(__name__)
 TargetKind = Literal["runs", "bundle"]
-_CACHE_SIZE = 16
-V = TypeVar("V")
 
 
 class NotFoundError(ViewerError, LookupError):
@@ -84,47 +82,6 @@ class SideSpec:
     """The experiment within the run."""
 
 
-class _Cache:
-    """A small thread-safe LRU cache (comparisons, summaries, bundles).
-
-    A value is made once: a thread that asks for a key being made waits for it rather
-    than making it again (the run page asks for a run's statistics and its charts at
-    once, and the charts need the statistics: at 100,000 results, a second of work).
-    """
-
-    def __init__(self, size: int = _CACHE_SIZE) -> None:
-        self._size = size
-        self._data: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self._making: dict[Any, threading.Lock] = {}
-
-    def get(self, key: Any, make: Callable[[], V]) -> V:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                value: V = self._data[key]
-                return value
-            making = self._making.setdefault(key, threading.Lock())
-        with making:  # one maker per key; the others wait here, then find the value
-            with self._lock:
-                if key in self._data:
-                    self._data.move_to_end(key)
-                    found: V = self._data[key]
-                    return found
-            try:
-                value = make()
-            except BaseException:
-                with self._lock:
-                    self._making.pop(key, None)
-                raise
-            with self._lock:
-                self._data[key] = value
-                self._making.pop(key, None)
-                while len(self._data) > self._size:
-                    self._data.popitem(last=False)
-        return value
-
-
 class ViewerData:
     """The viewer's data: an index of runs, or one bundle. Build with `ViewerData.open`."""
 
@@ -134,10 +91,10 @@ class ViewerData:
         self._target = target
         self._index = index if index is not None else ResultIndex()
         self._bundle = bundle
-        self._summaries = _Cache()
-        self._comparisons = _Cache()
-        self._charts = _Cache()
-        self._bundles = _Cache(8)
+        self._summaries = Memo()
+        self._comparisons = Memo()
+        self._charts = Memo()
+        self._bundles = Memo(8)
 
     @classmethod
     def open(cls, target: str | Path, *, cache: bool = True) -> ViewerData:
@@ -291,8 +248,7 @@ class ViewerData:
             ViewerError: no result has metadata key `slice_key`.
         """
         charts = self._run_charts(run_id, slice_key)
-        # The run page is the first page (its charts come last): the index's background
-        # work starts now, so that it does not slow that page down.
+        # The run page's charts come last: the index's background work starts after them.
         self._index.start_background()
         return charts
 
@@ -315,14 +271,12 @@ class ViewerData:
         )
 
     def warm(self) -> threading.Thread | None:
-        """Compute the landing page of a single run (statistics, charts) in the background.
+        """Make a single run's landing page (statistics, charts) on a background thread.
 
-        `wink debug RUN` calls this before it serves: the page is made while the server
-        starts and the browser loads the viewer, and its requests then find it made (or
-        wait for it, never making it twice). The charts that SQL makes are made on a
-        copy of the index (`ResultIndex.reader`) beside the statistics: two cores share
-        the work. Nothing is done for several runs or a bundle (their landing page is
-        the list of runs). Returns the thread, if started.
+        `wink debug RUN` calls this before it serves, so the page is made while the
+        server starts and the browser loads; its requests find it made (or wait for it).
+        The SQL charts are made on a copy of the index (`ResultIndex.reader`) beside the
+        statistics. Nothing is done for several runs or a bundle. Returns the thread.
         """
         runs = self._index.runs()
         if self._bundle is not None or len(runs) != 1:

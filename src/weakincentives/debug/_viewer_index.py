@@ -46,12 +46,11 @@ from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._query_cache import load_cache, store_cache
-from ._run_loader import STAGE, delete_superseded, prepare, stage
+from ._run_loader import delete_superseded, prepare
 from ._run_schema import KEY
-from ._viewer_lines import DecodedBatch, decode_batches, insert_rows
+from ._viewer_lines import decode_batches
+from ._viewer_load import Load
 from ._viewer_schema import (
-    DISTRIBUTE,
-    FILL,
     INDEXES,
     JSON_SCHEMA,
     LATER_INDEXES,
@@ -59,8 +58,6 @@ from ._viewer_schema import (
     ROW_COLUMNS,
     ROWS_SCHEMA,
     SCHEMA,
-    SKIPPED,
-    SPREAD,
     TALLY,
     json_text,
 )
@@ -79,7 +76,6 @@ __all__ = ["IndexReader", "ResultIndex"]
 
 _log = logging.getLogger(__name__)
 _MAX_FACET_VALUES = 50
-_MAX_SKIPPED = 20
 
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
@@ -99,49 +95,6 @@ class _Located:
     offset: int
     line: int
     key: tuple[str, str, int]
-
-
-class _Load:
-    """Loading one run's file: inserts its batches, keeps its counts (see `_add_run`)."""
-
-    def __init__(self, db: sqlite3.Connection, path: Path, params: dict[str, Any]) -> None:
-        self._db = db
-        self.path = path
-        self.params = params
-        self.skipped: list[str] = []
-        self.skipped_count = self.lines = self.last_line = self.found = 0
-        self.keys: set[tuple[str, str, int]] = set()
-
-    def insert(self, batch: DecodedBatch) -> None:
-        """Insert a batch's rows; the lines msgspec left to SQL are judged as before."""
-        self.lines += batch.lines
-        self.last_line = batch.last_line
-        insert_rows(self._db, "results", batch.rows)
-        insert_rows(self._db, "metrics", batch.metrics)
-        insert_rows(self._db, "temp.wink_json", batch.metadata)
-        self.keys.update((row[2], row[3], row[4]) for row in batch.rows)
-        self.found += len(batch.rows)
-        if batch.staged:
-            self._judge(batch.staged)
-        for statement in SPREAD:
-            self._db.execute(statement)
-
-    def _judge(self, staged: list[int | str]) -> None:
-        """Index the staged lines `FILL` accepts; count and list those it skips."""
-        batch = stage(self._db, staged)
-        if self._db.execute(FILL, self.params).rowcount < batch.lines:
-            for line, complete, problem in self._db.execute(SKIPPED):
-                if complete:  # an unterminated last line was cut mid-write
-                    self.skipped_count += 1
-                    if len(self.skipped) < _MAX_SKIPPED:
-                        self.skipped.append(f"{self.path}:{line}: {problem}")
-        self._db.execute(f"DELETE FROM {STAGE}")
-        kept = self._db.execute("SELECT sample_id, experiment, epoch FROM temp.wink_rows")
-        for sample_id, experiment, epoch in kept:
-            self.keys.add((sample_id, experiment, epoch))
-            self.found += 1
-        for statement in DISTRIBUTE:
-            self._db.execute(statement)
 
 
 class ResultIndex:
@@ -283,7 +236,7 @@ class ResultIndex:
     def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
         path = run_dir / RESULTS_FILE
         id_base = self._id_bases[run_id] = self._next_id - 1
-        load = _Load(self._db, path, {"run_id": run_id, "id_base": id_base})
+        load = Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
             for batch in decode_batches(path, id_base=id_base, run_id=run_id):

@@ -61,6 +61,9 @@ LATER_INDEXES = (
     "CREATE INDEX results_score ON results (run_id, score)",
     "CREATE INDEX results_latency ON results (run_id, latency_ms)",
     "CREATE INDEX results_tokens ON results (run_id, tokens)",
+    # Whole statistics this time: with sampled ones, every index on `run_id` looks alike
+    # and the planner may walk one (then sort) where a scan in id order is right.
+    "PRAGMA analysis_limit = 0",
     "ANALYZE",
 )
 """For a sample's siblings and the grid's sorts: built in the background with the text."""

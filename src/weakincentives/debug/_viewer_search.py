@@ -130,7 +130,10 @@ class SearchBuilder:
             _log.warning("%s", self._error)
         else:
             if self._after is not None:
-                self._after()
+                try:
+                    self._after()
+                except Exception:  # the index is complete either way
+                    _log.warning("after the text index: %s failed", self._after, exc_info=True)
         finally:
             self._done.set()
 

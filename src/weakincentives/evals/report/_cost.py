@@ -216,12 +216,17 @@ def paired_cost_delta(
 
     Pairs are results of the same sample and epoch where both sides are priced.
     """
+    priced = [
+        ((row[0], row[1]), total) for row in treatment if (total := _row_total(row)) is not None
+    ]
+    if not priced:  # unpriced runs: no pair, and no need to index the baseline
+        return None
     before = {(row[0], row[1]): _row_total(row) for row in baseline}
     differences: list[float] = []
     base: list[float] = []
-    for row in treatment:
-        after, earlier = _row_total(row), before.get((row[0], row[1]))
-        if after is not None and earlier is not None:
+    for key, after in priced:
+        earlier = before.get(key)
+        if earlier is not None:
             differences.append(after - earlier)
             base.append(earlier)
     if not differences:
