@@ -76,9 +76,21 @@ def worker_spec(context: WorkerContext) -> WorkerSpec:
     )
 
 
+class _Samples:
+    """N samples made afresh on each pass, as a dataset file read again would be: the
+    client reads a re-iterable dataset again rather than holding it (a generator would
+    be held whole)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self) -> Any:
+        for i in range(self.n):
+            yield Sample(id=f"s{i}", input=f"q{i}", expected=f"a{i}")
+
+
 def _samples(n: int) -> Any:
-    for i in range(n):
-        yield Sample(id=f"s{i}", input=f"q{i}", expected=f"a{i}")
+    return _Samples(n)
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from weakincentives.cli import _query as query_cli
 from weakincentives.cli import app
 from weakincentives.cli._query import MAX_CELL, TABLE_ROWS, QueryFormat, print_rows
 from weakincentives.clock import FakeClock
@@ -213,6 +214,39 @@ def test_json_and_csv_stream_rows_in_bounded_memory(run_dir: Path, fmt: QueryFor
     assert written > 4_000_000
     # A batch of rows (and the JSON encoder's garbage) at a time, not the whole output.
     assert peak < 2_000_000  # holding the rows would take more than the output
+
+
+def test_a_table_holds_one_block_of_rows_however_many_are_printed(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Sink(io.StringIO):  # keeps nothing
+        def write(self, text: str) -> int:
+            return len(text)
+
+    def peak(n: int, block: int) -> int:
+        monkeypatch.setattr(query_cli, "TABLE_ROWS", block)
+        with QueryDatabase.open(run_dir, cache=False) as db, db.stream(MANY.format(n=n)) as rows:
+            tracemalloc.start()
+            try:
+                print_rows(rows, QueryFormat.TABLE, Sink())
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    peak(10, 10)  # rich loads and warms its caches
+    # 800 rows in blocks of 50 hold a block at a time; in one table, all of them (and
+    # rich's rendering of them): several times more.
+    assert peak(800, 50) < peak(800, 800) / 3
+
+
+def test_a_long_table_is_printed_in_blocks_of_its_row_limit(run_dir: Path) -> None:
+    out = io.StringIO()
+    with QueryDatabase.open(run_dir, cache=False) as db, db.stream(MANY.format(n=2500)) as rows:
+        print_rows(rows, QueryFormat.TABLE, out)
+    text = out.getvalue()
+    assert text.count(" half ") == 3  # a header per block: 1000, 1000 and 500 rows
+    printed = [int(line.split()[0]) for line in text.splitlines() if line.strip()[:1].isdigit()]
+    assert printed == list(range(1, 2501))
 
 
 def test_a_stream_stops_at_its_limit_and_frees_the_cursor(run_dir: Path) -> None:

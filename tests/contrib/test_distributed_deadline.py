@@ -28,7 +28,7 @@ from weakincentives.contrib.distributed import DEFAULT_REQUEST_DEADLINE, run_dis
 from weakincentives.contrib.distributed._tracking import RequestDeadline
 from weakincentives.contrib.mailbox import RedisMailbox
 from weakincentives.errors import ConfigurationError
-from weakincentives.evals import EvalRequest, RunStore
+from weakincentives.evals import EvalRequest, RunStore, Sample
 from weakincentives.runtime.mailbox import InMemoryMailbox
 
 LOST_ONCE = "sending them again"
@@ -64,6 +64,8 @@ class LossyWorker:
         self.drops = dict(drops or {})
         self.hold = dict(hold or {})
         self.seen: dict[str, int] = {}
+        self.received: list[Sample[str, str]] = []
+        """Every delivery's sample, in order."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -86,6 +88,7 @@ class LossyWorker:
                 request = message.body
                 sample = request.sample.id
                 self.seen[sample] = self.seen.get(sample, 0) + 1
+                self.received.append(request.sample)
                 if self.seen[sample] <= self.drops.get(sample, 0):
                     message.acknowledge()  # lost: no answer, and gone from the queue
                     continue
@@ -94,6 +97,23 @@ class LossyWorker:
                 assert outbox is not None
                 outbox.send(result_for(request))
                 message.acknowledge()
+
+
+class ReadEachTime:
+    """A re-iterable dataset that makes fresh `Sample`s on every pass (a file read again),
+    counting its passes: the client reads it again instead of holding the samples."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.passes = 0
+
+    def __iter__(self) -> Iterator[Sample[str, str]]:
+        self.passes += 1
+        for i in range(self.n):
+            yield Sample(
+                id=f"s{i}", input=f"question {i}", expected=f"answer {i}",
+                metadata={"row": i, "tag": f"t{i % 3}"},
+            )  # fmt: skip
 
 
 def lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
@@ -274,3 +294,80 @@ def test_wink_eval_run_takes_the_deadline_and_records_what_was_lost(
     stored = {r.sample_id: r for r in RunStore(tmp_path / "runs").open("cli-lost").latest_results()}
     assert stored["s0"].error_kind == "lost"
     assert RunStore(tmp_path / "runs").open("cli-lost").manifest.config["request_deadline"] == 0.5
+
+
+@pytest.mark.redis
+def test_a_request_sent_again_carries_the_same_sample_read_again_from_the_dataset(
+    redis_server: RedisEndpoint, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    dataset = ReadEachTime(5)
+    with LossyWorker(redis_server, namespace, drops={"s3": 1}) as worker:
+        report = run_distributed(
+            dataset, redis_url=redis_server.url, namespace=namespace, timeout=30,
+            request_deadline=0.5,
+        )  # fmt: skip
+
+    assert report.complete and report.pass_rate == 1.0
+    assert worker.seen == {"s0": 1, "s1": 1, "s2": 1, "s3": 2, "s4": 1}
+    first, again = [s for s in worker.received if s.id == "s3"]
+    assert (
+        again
+        == first
+        == Sample(
+            id="s3", input="question 3", expected="answer 3", metadata={"row": 3, "tag": "t0"}
+        )
+    )
+    # Read for the ids, the submission and the resend (the samples themselves not held).
+    assert dataset.passes >= 3
+    assert len(lines(caplog, LOST_ONCE)) == 1
+
+
+@pytest.mark.redis
+def test_a_request_lost_twice_names_its_sample_read_again_from_the_dataset(
+    redis_server: RedisEndpoint, namespace: str, tmp_path: Path
+) -> None:
+    dataset = ReadEachTime(3)
+    with LossyWorker(redis_server, namespace, drops={"s1": 2}) as worker:
+        report = run_distributed(
+            dataset, redis_url=redis_server.url, namespace=namespace, timeout=30,
+            request_deadline=0.5, run_store=RunStore(tmp_path),
+        )  # fmt: skip
+
+    assert worker.seen["s1"] == 2
+    (lost,) = [r for r in report.results if r.error_kind == "lost"]
+    assert (lost.sample_id, lost.metadata) == ("s1", {"row": 1, "tag": "t1"})
+    assert report.total == 3 and report.error_count == 1
+
+
+def test_the_clients_bookkeeping_keeps_a_few_bytes_per_request_and_no_sample() -> None:
+    # What the client keeps per request while it runs: the expected keys (an index of
+    # the ids), the done flags and the sent-again flags; the samples are read again.
+    import gc
+    import tracemalloc
+
+    import numpy  # noqa: F401  # loaded before tracing: its import is not the client's
+
+    from weakincentives.contrib.distributed._client import _index_ids
+    from weakincentives.contrib.distributed._collector import Collector, ExpectedKeys
+    from weakincentives.contrib.distributed._lost import LostRequests
+    from weakincentives.evals import BASELINE
+
+    def measure(n: int) -> int:
+        dataset = ReadEachTime(n)
+        tracemalloc.start()
+        try:
+            expected = ExpectedKeys(_index_ids(dataset), (BASELINE,), 2)
+            collector = Collector(expected, "run", None, None)
+            lost = LostRequests(dataset, (BASELINE,), 2, collector, 1.0)
+            lost.send_again()  # every request is missing: all marked, none held
+            kept = tracemalloc.get_traced_memory()[0]
+            held = [o for o in gc.get_referents(expected, collector, lost) if type(o) is Sample]
+            assert held == [] and len(expected) == 2 * n
+            return kept
+        finally:
+            tracemalloc.stop()
+
+    small, large = measure(2_000), measure(20_000)
+    # Per sample: 8 bytes of id hash (and its spare room), 2 x 2 one-byte flags.
+    assert (large - small) / 18_000 < 16.0

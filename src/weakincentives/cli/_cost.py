@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from weakincentives.evals import EvalReport, cost_summary
+from weakincentives.evals import EvalReport
 from weakincentives.evals.report import format_usd
 
 from ._console import EXIT_INCOMPLETE
@@ -53,7 +53,7 @@ def stop_at_cost_limit(
     """Exit with `EXIT_COST_LIMIT` and say how to go on, when `--max-cost` stopped the run."""
     if not report.config.get("cost_stopped"):
         return
-    spent = cost_summary(report.results).total_usd
+    spent = report.cost_summary().total_usd
     err.print(
         f"[yellow]stopped:[/] the run's results cost {format_usd(spent)}, reaching --max-cost "
         f"{format_usd(max_cost or 0.0)}; run {run_name} is saved as interrupted. Continue it "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["QueryFormat", "print_rows", "query", "register"]
 
 TABLE_ROWS = 1000
-"""Rows the table format prints when no `--limit` is given (JSON and CSV print all)."""
+"""Rows the table format prints when no `--limit` is given (JSON and CSV print all); with
+a larger `--limit`, the rows of one table (the next rows come in the next table)."""
 MAX_CELL = 60
 """Characters of a cell the table format shows before cutting it with an ellipsis."""
 _WIDE = 10_000
@@ -136,16 +137,36 @@ def print_rows(stream: QueryStream, fmt: QueryFormat, out: IO[str]) -> None:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(stream.columns)
         writer.writerows([_csv_cell(v, clean) for v in row] for row in stream)
-    else:  # a table needs every row for its widths: bounded by --limit (TABLE_ROWS)
-        from rich import box
-        from rich.table import Table
-
-        table = Table(box=box.SIMPLE_HEAD, highlight=False)
-        for name in stream.columns:
-            table.add_column(name, no_wrap=True, overflow="ellipsis")
+    else:
+        # A table needs its rows for its widths: they are printed in blocks of
+        # TABLE_ROWS, each a table of its own, so a large --limit holds one block.
+        console = _console(out)
+        block: list[Sequence[Any]] = []
+        printed = False
         for row in stream:
-            table.add_row(*(_table_cell(v, clean) for v in row))
-        _console().print(table)
+            block.append(row)
+            if len(block) == TABLE_ROWS:
+                _print_table(console, stream.columns, block, clean)
+                block, printed = [], True
+        if block or not printed:
+            _print_table(console, stream.columns, block, clean)
+
+
+def _print_table(
+    console: Console,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    clean: Callable[[str], str],
+) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, highlight=False)
+    for name in columns:
+        table.add_column(name, no_wrap=True, overflow="ellipsis")
+    for row in rows:
+        table.add_row(*(_table_cell(v, clean) for v in row))
+    console.print(table)
 
 
 def _write_json(stream: QueryStream, out: IO[str], clean: Callable[[str], str]) -> None:
@@ -163,14 +184,14 @@ def _write_json(stream: QueryStream, out: IO[str], clean: Callable[[str], str]) 
     out.write("[]\n" if first else "\n]\n")
 
 
-def _console() -> Console:
+def _console(file: IO[str] | None = None) -> Console:
     from rich.console import Console
 
-    out = Console(highlight=False)
+    out = Console(highlight=False, file=file)
     if not out.is_terminal:
         # Piped or captured: print at natural width instead of squeezing every column
         # into 80 characters (a terminal gets ellipses instead).
-        out = Console(highlight=False, width=_WIDE)
+        out = Console(highlight=False, width=_WIDE, file=file)
     return out
 
 

@@ -27,17 +27,22 @@ queue; a request lost while Redis kept the rest (`request_deadline`, see
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.contrib.mailbox import RedisMailbox
-from weakincentives.errors import ConfigurationError, MailboxConnectionError, MailboxError
+from weakincentives.errors import (
+    ConfigurationError,
+    InvalidDatasetError,
+    MailboxConnectionError,
+    MailboxError,
+)
 from weakincentives.evals import (
     BASELINE,
-    Dataset,
     EvalReport,
     EvalRequest,
     EvalResult,
@@ -49,6 +54,7 @@ from weakincentives.evals import (
     Sample,
     new_run_id,
 )
+from weakincentives.evals.dataset import IdIndex, canonical_bytes
 from weakincentives.runtime.mailbox import MAX_MESSAGES, acknowledge_all
 from weakincentives.runtime.outage import BACKEND_OUTAGE
 
@@ -103,7 +109,9 @@ def run_distributed(
     mailbox. See the module docstring for delivery and storage guarantees.
 
     Args:
-        dataset: The samples (ids must be unique).
+        dataset: The samples (ids must be unique). Read again, not held, when it can be
+            (a `Dataset`, a list, a `SampleFile`): to submit, to send lost requests
+            again and to name the ones lost twice; a one-shot iterator is held.
         experiments: Experiments to run every sample under.
         redis_url: Where Redis is (a reconnecting client is made); or pass `client`.
         client: A redis-py client (`decode_responses=False`); not closed here.
@@ -141,8 +149,9 @@ def run_distributed(
         MailboxConnectionError: `redis_url` does not answer (checked before the run is
             created, after the client's own retries).
     """
-    samples = list(dataset)
-    _check_arguments(samples, experiments, epochs, timeout, redis_url, client)
+    samples = _reiterable(dataset)
+    _check_arguments(experiments, epochs, timeout, redis_url, client)
+    index = _index_ids(samples)
     if request_deadline is not None and not request_deadline > 0:
         raise ConfigurationError(
             f"run_distributed: request_deadline must be > 0 seconds or None, got "
@@ -165,7 +174,7 @@ def run_distributed(
         "request_deadline": request_deadline,
         **dict(config or {}),
     }
-    expected = ExpectedKeys(samples, experiments, epochs)
+    expected = ExpectedKeys(index, experiments, epochs)
     handle: RunHandle | None = None
     owned = False
     status: RunStatus = "interrupted"
@@ -203,7 +212,7 @@ def run_distributed(
 
 
 def _execute(
-    samples: list[Sample[Any, Any]],
+    samples: Iterable[Sample[Any, Any]],
     experiments: Sequence[Experiment],
     epochs: int,
     client: Any,
@@ -366,7 +375,6 @@ def _collect(
 
 
 def _check_arguments(
-    samples: list[Sample[Any, Any]],
     experiments: Sequence[Experiment],
     epochs: int,
     timeout: float | None,
@@ -385,12 +393,57 @@ def _check_arguments(
         problems.append(f"timeout must be > 0 seconds or None, got {timeout}")
     if problems:
         raise ConfigurationError("run_distributed: " + "; ".join(problems))
-    Dataset(samples=tuple(samples))  # raises InvalidDatasetError on duplicate ids
+
+
+def _reiterable(dataset: Iterable[Sample[Any, Any]]) -> Iterable[Sample[Any, Any]]:
+    """`dataset` itself when it can be read again (a `Dataset`, a list, a `SampleFile`...).
+
+    The client reads the samples again to submit them, to send lost requests again and
+    to name the ones lost twice, instead of holding them: a one-shot iterator (a
+    generator) is the only dataset kept in memory.
+    """
+    if iter(dataset) is dataset:
+        return tuple(dataset)
+    return dataset
+
+
+def _index_ids(samples: Iterable[Sample[Any, Any]]) -> IdIndex:
+    """The samples' ids as an `IdIndex`, checking each is a `Sample` and ids are unique.
+
+    Raises:
+        InvalidDatasetError: an item is not a `Sample`, or an id repeats.
+    """
+
+    def ids() -> Iterator[str]:
+        for index, sample in enumerate(samples):
+            if not isinstance(sample, Sample):
+                raise InvalidDatasetError(
+                    f"dataset item {index} is a {type(sample).__name__}, not a Sample"
+                )
+            yield sample.id
+
+    def repeated(sample_id: str) -> None:
+        raise InvalidDatasetError(
+            f"duplicate sample id {sample_id!r}; ids must be unique within a dataset"
+        )
+
+    return IdIndex(ids, on_repeat=repeated)
+
+
+def _sha256(samples: Iterable[Sample[Any, Any]]) -> str:
+    """`Dataset.sha256` of the samples, read once (or the source's own, when it has one)."""
+    known = getattr(samples, "sha256", None)  # Dataset, SampleFile, SelectedSamples
+    if isinstance(known, str):
+        return known
+    digest = hashlib.sha256()
+    for sample in samples:
+        digest.update(canonical_bytes(sample))
+    return digest.hexdigest()
 
 
 def _open_run(
     run_store: RunStore | RunHandle | None,
-    samples: list[Sample[Any, Any]],
+    samples: Iterable[Sample[Any, Any]],
     experiments: Sequence[Experiment],
     epochs: int,
     fingerprint: Fingerprint | None,
@@ -406,7 +459,7 @@ def _open_run(
         return run_store, False
     if fingerprint is None:
         fingerprint = Fingerprint.build(
-            dataset_sha256=Dataset(samples=tuple(samples)).sha256,
+            dataset_sha256=_sha256(samples),
             experiments=experiments,
             evaluators=(),
             target=f"redis:{settings['namespace']}/{settings['requests']}",

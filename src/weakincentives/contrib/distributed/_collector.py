@@ -12,7 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from weakincentives.evals import EvalResult, Experiment, RunHandle, Sample
+from weakincentives.evals import EvalResult, Experiment, RunHandle
+from weakincentives.evals.dataset import IdIndex
 from weakincentives.evals.runner import slim
 from weakincentives.evals.store import StoredResults
 from weakincentives.runtime.mailbox import Message
@@ -44,15 +45,18 @@ class ProgressSink(Protocol):
 class ExpectedKeys:
     """The keys a run expects, each at a slot: every (sample, experiment, epoch).
 
-    Computed from the samples' positions, the experiment names and the epoch count, so a
-    million-sample run holds one dictionary entry per sample (its id, shared with the
-    sample) and no tuple of any key.
+    Computed from the samples' ranks among their ids (`IdIndex`: 8 bytes per sample,
+    no id string, no `Sample` and no tuple of any key kept), the experiment names and
+    the epoch count.
+
+    Args:
+        index: The run's sample ids.
+        experiments: The run's experiments.
+        epochs: Times each sample runs per experiment.
     """
 
-    def __init__(
-        self, samples: Sequence[Sample[Any, Any]], experiments: Sequence[Experiment], epochs: int
-    ) -> None:
-        self._positions = {s.id: i for i, s in enumerate(samples)}
+    def __init__(self, index: IdIndex, experiments: Sequence[Experiment], epochs: int) -> None:
+        self._index = index
         self._names = {e.name: j for j, e in enumerate(experiments)}
         self._epochs = epochs
 
@@ -61,19 +65,26 @@ class ExpectedKeys:
         if not isinstance(key, tuple) or len(key) != 3:
             return None
         sample_id, name, epoch = key
-        position = self._positions.get(sample_id)
         experiment = self._names.get(name)
-        if position is None or experiment is None or type(epoch) is not int:
+        if experiment is None or type(epoch) is not int or not isinstance(sample_id, str):
             return None
         if not 0 <= epoch < self._epochs:
             return None
-        return (experiment * self._epochs + epoch) * len(self._positions) + position
+        rank = self._index.rank(sample_id)
+        if rank is None:
+            return None
+        return (experiment * self._epochs + epoch) * len(self._index) + rank
+
+    @property
+    def single(self) -> bool:
+        """Whether the run has one experiment and one epoch (one result per sample)."""
+        return len(self._names) == 1 and self._epochs == 1
 
     def __contains__(self, key: object) -> bool:
         return self.slot(key) is not None
 
     def __len__(self) -> int:
-        return len(self._positions) * len(self._names) * self._epochs
+        return len(self._index) * len(self._names) * self._epochs
 
 
 class DoneKeys:
@@ -159,6 +170,7 @@ class Collector:
             self.handle.results_path, start=self._start,
             end=self.handle.results_path.stat().st_size, count=self._stored,
             earlier=tuple(self.results), transform=slim, report_fields=True,
+            unique_keys=True, streamed=self.expected.single,
         )  # fmt: skip
 
     def add(self, results: Sequence[EvalResult]) -> None:

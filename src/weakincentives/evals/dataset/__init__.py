@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         load_jsonl,
     )
     from ._fields import TRANSFORMS, FieldMap
+    from ._id_hashes import IdHashes, IdIndex
     from ._loaders import DatasetProvenance, SampleFile, iter_samples
     from ._rows import FORMATS, DatasetFormat
     from ._selection import SelectedSamples, Selection
@@ -36,6 +37,8 @@ __all__ = [
     "DatasetFormat",
     "DatasetProvenance",
     "FieldMap",
+    "IdHashes",
+    "IdIndex",
     "SampleFile",
     "SelectedSamples",
     "Selection",
@@ -58,6 +61,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "load_jsonl",
         ),
         "weakincentives.evals.dataset._fields": ("TRANSFORMS", "FieldMap"),
+        "weakincentives.evals.dataset._id_hashes": ("IdHashes", "IdIndex"),
         "weakincentives.evals.dataset._loaders": (
             "DatasetProvenance",
             "SampleFile",

@@ -42,6 +42,7 @@ from weakincentives.errors import InvalidDatasetError, SerdeError
 
 from .._records import Sample
 from ._fields import MISSING, FieldMap, read_field, transform_steps
+from ._id_hashes import IdHashes
 from ._rows import MAX_LINE_BYTES, DatasetFormat, Row, detect_format, json_type, read_rows
 from ._sample_hash import samples_sha256
 
@@ -412,8 +413,9 @@ class SampleFile(Generic[I, E]):
 
     `run_eval(SampleFile(...), ...)` streams it; `sha256` (`Dataset.sha256` of the same
     samples) reads it once, so a run can be fingerprinted and resumed without holding it.
-    Memory stays flat but for the ids seen (duplicate detection), and only until one pass
-    has read the whole source: later passes do not check ids again.
+    Memory stays flat but for 8 bytes per id (duplicate detection), and only until one
+    pass has read the whole source: later passes do not check ids again. A repeated id
+    is reported (with its file:line) when that first pass ends.
 
     Examples:
         >>> import tempfile, pathlib
@@ -445,18 +447,28 @@ class SampleFile(Generic[I, E]):
         self._ids_checked = False
 
     def __iter__(self) -> Iterator[Sample[I, E]]:
-        # Ids are checked for duplicates until one pass has read the whole source: the
-        # set of ids is the only memory that grows with it, and a later pass (the run
-        # after a scan) reads the same unchanged file.
-        checking = not self._ids_checked
-        samples = iter_samples(
+        # Ids are checked for duplicates until one pass has read the whole source, and a
+        # later pass (the run after a scan) reads the same unchanged file. The check keeps
+        # 8 bytes per id (`IdHashes`), not a dict entry: a repeat is found when the pass
+        # ends, and the source is then read again to name its file:line.
+        if self._ids_checked:
+            yield from self._samples(check_duplicate_ids=False)
+            return
+        seen = IdHashes()
+        for sample in self._samples(check_duplicate_ids=False):
+            seen.add(sample.id)
+            yield sample
+        if seen.repeated():
+            for _ in self._samples(check_duplicate_ids=True):  # raises at the repeat
+                pass
+        self._ids_checked = True
+
+    def _samples(self, *, check_duplicate_ids: bool) -> Iterator[Sample[I, E]]:
+        return iter_samples(
             self.location, self.input_type, self.expected_type, format=self.format,
             fields=self.fields, split=self.split, allow_extra_fields=self.allow_extra_fields,
-            check_duplicate_ids=checking,
+            check_duplicate_ids=check_duplicate_ids,
         )  # fmt: skip
-        yield from samples
-        if checking:
-            self._ids_checked = True
 
     @property
     def sha256(self) -> str:

@@ -30,6 +30,7 @@ from weakincentives.errors import ConfigurationError, InvalidStatisticError
 
 from .. import stats
 from .._records import EvalResult
+from ._totals import ResultTotals
 
 __all__ = [
     "FlakySample",
@@ -41,6 +42,7 @@ __all__ = [
     "percentile",
     "score_of",
     "summarize",
+    "summary_of_totals",
 ]
 
 # numpy is imported inside the functions that use it (as in `stats`), so importing
@@ -186,24 +188,22 @@ def summarize(
 
     items = tuple(results)
     n = len(items)
+    keys = _cluster_keys(items, cluster) if n else None
+    if keys is None:
+        return summary_of_totals(ResultTotals.of(items), confidence=confidence)
     passes = [1.0 if r.passed else 0.0 for r in items]
     scores = [score_of(r) for r in items]
     passed = int(sum(passes))
-    errors = sum(1 for r in items if r.is_error)
-    common: dict[str, Any] = {
-        "n": n,
-        "passed": passed,
-        "errors": errors,
-        "pass_rate": passed / n if n else 0.0,
-        "confidence": confidence,
-        "metrics": _metric_means(items),
-        "min": min(scores) if n else _NAN,
-        "max": max(scores) if n else _NAN,
-    }
-    keys = _cluster_keys(items, cluster) if n else None
     out = stats.summarize_outcomes(passes, scores, clusters=keys, confidence=confidence)
     return Summary(
-        **common,
+        n=n,
+        passed=passed,
+        errors=sum(1 for r in items if r.is_error),
+        pass_rate=passed / n,
+        confidence=confidence,
+        metrics=ResultTotals.of(items).metric_means(),
+        min=min(scores),
+        max=max(scores),
         pass_rate_low=out.pass_rate_low,
         pass_rate_high=out.pass_rate_high,
         mean=out.mean,
@@ -214,6 +214,35 @@ def summarize(
         n_clusters=out.n_clusters,
         reason=out.reason,
     )
+
+
+def summary_of_totals(totals: ResultTotals, *, confidence: float = 0.95) -> Summary:
+    """The `Summary` of counted results, none clustered (one result per sample).
+
+    What `summarize` gives for the same results when nothing is clustered: the same
+    counts and the same calls (`wilson_interval`, `mean_ci_counts`), so the same numbers.
+    """
+    n, nan = totals.n, _NAN
+    if n == 0:
+        out = stats.summarize_outcomes([], [], confidence=confidence)
+        return Summary(
+            n=0, passed=0, errors=0, pass_rate=0.0, pass_rate_low=out.pass_rate_low,
+            pass_rate_high=out.pass_rate_high, mean=0.0, std=nan, se=out.se, min=nan,
+            max=nan, mean_low=out.mean_low, mean_high=out.mean_high,
+            confidence=confidence, reason=out.reason,
+        )  # fmt: skip
+    scores = totals.scores
+    rate = stats.wilson_interval(totals.passed, n, confidence=confidence)
+    bounds = (0.0, 1.0) if all(0.0 <= s <= 1.0 for s in scores) else None
+    mean = stats.mean_ci_counts(scores, confidence=confidence, bounds=bounds)
+    return Summary(
+        n=n, passed=totals.passed, errors=totals.errors, pass_rate=totals.passed / n,
+        pass_rate_low=rate.low, pass_rate_high=rate.high, mean=mean.mean,
+        std=mean.std if n > 1 else nan, se=mean.se, min=float(min(scores)),
+        max=float(max(scores)), mean_low=mean.low, mean_high=mean.high,
+        confidence=confidence, n_clusters=None, metrics=totals.metric_means(),
+        reason=mean.reason,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,13 +354,3 @@ def _attempts(results: Iterable[EvalResult]) -> dict[tuple[str, str], list[EvalR
     for result in results:
         groups.setdefault((result.experiment_name, result.sample_id), []).append(result)
     return groups
-
-
-def _metric_means(items: Sequence[EvalResult]) -> dict[str, float]:
-    import numpy as np
-
-    totals: dict[str, list[float]] = {}
-    for result in items:
-        for metric in result.score.metrics:
-            totals.setdefault(metric.name, []).append(metric.value)
-    return {name: float(np.mean(values)) for name, values in totals.items()}

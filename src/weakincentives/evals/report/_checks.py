@@ -21,7 +21,7 @@ from typing import Any
 from .. import stats
 from .._records import EvalResult
 
-__all__ = ["CheckRate", "check_rates"]
+__all__ = ["CheckRate", "CheckTally", "check_rates"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,38 +73,65 @@ def check_rates(results: Iterable[EvalResult]) -> dict[str, CheckRate]:
         >>> {name: rate.pass_rate for name, rate in check_rates(report.results).items()}
         {'exact_match': 0.5, 'contains': 1.0}
     """
-    values: dict[str, list[float]] = {}
-    verdicts: dict[str, list[bool | None]] = {}
+    tally = CheckTally()
     for result in results:
+        tally.add(result)
+    return tally.rates()
+
+
+class CheckTally:
+    """What `check_rates` keeps while results stream past, per metric name.
+
+    Each metric's values as `{value: count}`, how many results report it, how many of
+    them record a verdict and how many of those passed: a few entries per metric, not a
+    list per result.
+    """
+
+    __slots__ = ("_metrics",)
+
+    def __init__(self) -> None:
+        """Start with no results."""
+        # name -> [values as {value: count}, n, verdicts recorded, verdicts passed]
+        self._metrics: dict[str, list[Any]] = {}
+
+    def add(self, result: EvalResult) -> None:
+        """Count the metrics of one result's score."""
         for metric in result.score.metrics:
-            name = metric.name
-            if name not in values:
-                values[name], verdicts[name] = [], []
-            values[name].append(metric.value)
+            entry = self._metrics.get(metric.name)
+            if entry is None:
+                entry = self._metrics[metric.name] = [{}, 0, 0, 0]
+            values = entry[0]
+            values[metric.value] = values.get(metric.value, 0) + 1
+            entry[1] += 1
             # A check's own verdict, when its metadata records one as a bool.
             metadata = metric.metadata
             passed = metadata.get("passed") if metadata else None
-            verdicts[name].append(passed if isinstance(passed, bool) else None)
-    return {name: _rate(name, values[name], verdicts[name]) for name in values}
+            if isinstance(passed, bool):
+                entry[2] += 1
+                entry[3] += passed
+
+    def rates(self) -> dict[str, CheckRate]:
+        """The rate of every metric counted, in order of first appearance."""
+        return {name: _rate(name, *entry) for name, entry in self._metrics.items()}
 
 
-def _rate(name: str, values: list[float], verdicts: list[bool | None]) -> CheckRate:
-    n = len(values)
-    if all(v is not None for v in verdicts):
-        passes: list[bool] | None = [bool(v) for v in verdicts]
+def _rate(name: str, values: dict[float, int], n: int, verdicts: int, passes: int) -> CheckRate:
+    passed: int | None
+    if verdicts == n:  # every result recorded the check's verdict
+        passed = passes
     elif all(v in (0.0, 1.0) for v in values):
-        passes = [v == 1.0 for v in values]
+        passed = values.get(1.0, 0)
     else:
-        passes = None
-    mean = stats.mean_ci(values) if n > 1 else None
-    mean_value = math.fsum(values) / n
+        passed = None
+    mean = stats.mean_ci_counts(values) if n > 1 else None
+    mean_value = stats.fsum_counts(values) / n
     mean_interval = mean.interval if mean is not None else stats.Interval(math.nan, math.nan)
-    if passes is None:
+    if passed is None:
         return CheckRate(
             name=name, n=n, passed=None, pass_rate=None, pass_rate_ci=None,
             mean=mean_value, mean_ci=mean_interval,
         )  # fmt: skip
-    rate = stats.wilson_interval(sum(passes), n)
+    rate = stats.wilson_interval(passed, n)
     return CheckRate(
         name=name, n=n, passed=rate.successes, pass_rate=rate.rate, pass_rate_ci=rate.interval,
         mean=mean_value, mean_ci=mean_interval,

@@ -20,6 +20,7 @@ from .._records import EvalResult
 __all__ = [
     "CostDelta",
     "CostSummary",
+    "CostTally",
     "cost_delta",
     "cost_summary",
     "format_usd",
@@ -146,28 +147,50 @@ def summarize_costs(costs: Iterable[tuple[float | None, float | None]]) -> CostS
 
     The function behind every view of a run's cost (report, JSON, HTML, viewer).
     """
-    n = priced = 0
-    agent = judge = 0.0
-    per: list[float] = []
+    tally = CostTally()
     for cost, judge_cost in costs:
-        n += 1
-        judge += judge_cost or 0.0
+        tally.add(cost, judge_cost)
+    return tally.summary()
+
+
+class CostTally:
+    """What `summarize_costs` keeps while costs stream past: sums, and counted values.
+
+    The per-result costs are kept as `{value: count}` (`stats.count_values`' form), so a
+    million results with a few distinct prices hold a few entries.
+    """
+
+    __slots__ = ("agent", "judge", "n", "per", "priced")
+
+    def __init__(self) -> None:
+        """Start with no costs."""
+        self.n = self.priced = 0
+        self.agent = self.judge = 0.0
+        self.per: dict[float, int] = {}
+
+    def add(self, cost: float | None, judge_cost: float | None) -> None:
+        """Count one result's `(agent cost, judge cost)`."""
+        self.n += 1
+        self.judge += judge_cost or 0.0
         if cost is None:
-            continue
-        priced += 1
-        agent += cost
-        per.append(cost + (judge_cost or 0.0))  # `result_cost`, inlined: this runs per result
-    mean, low, high = _mean_ci(per)
-    return CostSummary(
-        n=n,
-        priced=priced,
-        unpriced=n - priced,
-        agent_usd=agent,
-        judge_usd=judge,
-        mean_usd=mean,
-        low_usd=low,
-        high_usd=high,
-    )
+            return
+        self.priced += 1
+        self.agent += cost
+        total = cost + (judge_cost or 0.0)  # `result_cost`, inlined: this runs per result
+        self.per[total] = self.per.get(total, 0) + 1
+
+    def summary(self) -> CostSummary:
+        """The `CostSummary` of the costs added."""
+        if self.per:
+            estimate = stats.mean_ci_counts(self.per)
+            mean, low, high = estimate.mean, estimate.low, estimate.high
+        else:
+            mean = low = high = math.nan
+        return CostSummary(
+            n=self.n, priced=self.priced, unpriced=self.n - self.priced,
+            agent_usd=self.agent, judge_usd=self.judge, mean_usd=mean, low_usd=low,
+            high_usd=high,
+        )  # fmt: skip
 
 
 CostRow = tuple[str, int, "float | None", "float | None"]

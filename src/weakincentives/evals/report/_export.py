@@ -58,10 +58,9 @@ from weakincentives import serde
 from weakincentives.experiment import BASELINE, CONTROL
 
 from .. import stats
-from ._checks import check_rates
 from ._collector import collector_paused
 from ._comparison import ExperimentComparison
-from ._cost import cost_delta, cost_summary
+from ._cost import cost_delta
 from ._family import compare_all
 from ._view import ReportView
 
@@ -154,9 +153,9 @@ def experiment_block(report: ReportView) -> dict[str, Any]:
             "output": report.total_output_tokens,
             "total": report.total_tokens,
         },
-        "cost": cost_summary(report.results).to_dict(),
+        "cost": report.cost_summary().to_dict(),
         "metrics": dict(summary.metrics),
-        "checks": {name: rate.to_dict() for name, rate in check_rates(report.results).items()},
+        "checks": {name: rate.to_dict() for name, rate in report.check_rates().items()},
         "flaky": len(report.flaky_samples()),
         "pass_at_k": pass_at_k_block(report),
     }
@@ -164,6 +163,8 @@ def experiment_block(report: ReportView) -> dict[str, Any]:
 
 def pass_at_k_block(report: ReportView) -> dict[str, Any] | None:
     """pass@k and pass^k at the smallest attempt count, when samples repeat; else None."""
+    if not report.has_repeats:
+        return None
     attempts: dict[tuple[str, str], int] = {}
     for result in report.results:
         key = (result.experiment_name, result.sample_id)

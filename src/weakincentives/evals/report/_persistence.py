@@ -17,9 +17,11 @@ not parse is skipped (with a log warning); a bad line anywhere else is an error.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from weakincentives import serde
 from weakincentives.errors import InvalidReportError, SerdeError
 
 from .._records import EvalResult
-from ..store import FORMAT_VERSION, MANIFEST_FILE, RESULTS_FILE, SlimDecoder
+from ..store import FORMAT_VERSION, MANIFEST_FILE, RESULTS_FILE, SlimDecoder, StoredResults
 from ._collector import collector_paused
 
 __all__ = [
@@ -59,8 +61,8 @@ _log = logging.getLogger(__name__)
 class LoadedReport:
     """What `read_report` found: the results and the header or manifest fields."""
 
-    results: tuple[EvalResult, ...]
-    """Results in file order."""
+    results: tuple[EvalResult, ...] | StoredResults
+    """Results in file order (streamed from a run's file: see `read_report`)."""
     run_id: str | None = None
     """Run id from the header or manifest."""
     expected_count: int | None = None
@@ -105,7 +107,10 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
     last line of each key is kept. With `slim`, each result keeps only the fields a
     report computes with (see `SlimDecoder`); the transcripts, outputs, inputs and
     expected values are skipped without being validated. `experiment_prefix` is put
-    before each result's experiment name as it is read.
+    before each result's experiment name as it is read. A slim read (no prefix) of a
+    run directory of one experiment and one epoch, each key once, keeps none of its
+    results: they are `StoredResults` over the run's file, which a report's tables
+    stream through (see `report._totals`).
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
@@ -118,7 +123,12 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
     if (source / RESULTS_FILE).is_file():
         manifest = _read_manifest(source / MANIFEST_FILE)
         # The run store appends a new line when a key is re-run: the last line wins.
-        loaded = _read_file(source / RESULTS_FILE, decode, latest=True)
+        # Without re-runs (one line per key), a slim read streams the file instead.
+        streamed = _streamed_run(source / RESULTS_FILE) if slim and not experiment_prefix else None
+        if streamed is not None:
+            loaded = LoadedReport(results=streamed)
+        else:
+            loaded = _read_file(source / RESULTS_FILE, decode, latest=True)
         counts = manifest.get("counts")
         expected = _optional(manifest, "expected_count", int)
         if expected is None and isinstance(counts, dict):
@@ -170,6 +180,67 @@ def _decoder(slim: bool, prefix: str) -> Callable[[bytes], EvalResult]:
     if rename is None:
         return _full_result
     return lambda line: _renamed(_full_result(line), prefix)
+
+
+def _streamed_run(path: Path) -> StoredResults | None:
+    """A run's `results.jsonl` as `StoredResults`: one experiment and epoch, keys once.
+
+    One quick pass reads each line's key only and keeps its 64-bit hash (8 bytes per
+    line; two keys whose hashes collide, a 1 in 2**64 chance, only send the file to the
+    full reader).
+    None when the file needs the full reader instead: a second experiment or epoch (the
+    report compares or clusters results side by side: the scan stops there), a key
+    recorded twice (a retry:
+    the last line wins), a blank line, a last line cut short, or a line whose key does
+    not read (the full reader names its file:line).
+    """
+    decode = _key_decoder()
+    first: tuple[str, int] | None = None
+    seen: array[int] = array("q")
+    count = end = 0
+    try:
+        with path.open("rb") as handle:
+            for raw in handle:
+                if raw.isspace() or not raw.endswith(b"\n"):
+                    return None
+                key = decode(raw)
+                part = (key.experiment_name, key.epoch)
+                if first is None:
+                    first = part
+                elif part != first:
+                    return None  # comparisons, epochs: the report holds the results
+                seen.append(hash((key.sample_id, key.experiment_name, key.epoch)))
+                count += 1
+                end += len(raw)
+    except (OSError, ValueError):  # msgspec's DecodeError and ValidationError
+        return None
+    if _repeats(seen):
+        return None
+    return StoredResults(
+        path, start=0, end=end, count=count, report_fields=True, unique_keys=True,
+        streamed=True,
+    )  # fmt: skip
+
+
+@functools.cache
+def _key_decoder() -> Callable[[bytes], Any]:
+    import msgspec
+
+    class Key(msgspec.Struct, gc=False):
+        sample_id: str
+        experiment_name: str
+        epoch: int = 0
+
+    return msgspec.json.Decoder(Key).decode
+
+
+def _repeats(hashes: array[int]) -> bool:
+    """Whether a hash occurs twice (sorts `hashes` in place, as numpy, not as a list)."""
+    import numpy as np
+
+    view = np.frombuffer(hashes, dtype=np.int64) if hashes else np.empty(0, np.int64)
+    view.sort()
+    return bool(np.any(view[1:] == view[:-1]))
 
 
 def _full_result(line: bytes) -> EvalResult:

@@ -11,10 +11,9 @@ import math
 from typing import TYPE_CHECKING
 
 from .. import stats
-from ._checks import check_rates
 from ._collector import collector_paused
 from ._comparison import ExperimentComparison
-from ._cost import cost_delta, cost_summary
+from ._cost import cost_delta
 from ._export import default_baseline, pass_at_k_block
 from ._family import compare_all
 from ._view import ReportView
@@ -95,7 +94,7 @@ def experiment_table(report: ReportView, *, title: str) -> Table:
         f"{report.total_tokens:,} ({report.total_input_tokens:,} in, "
         f"{report.total_output_tokens:,} out)",
     )
-    table.add_row("Cost", cost_summary(report.results).describe())
+    table.add_row("Cost", report.cost_summary().describe())
     if summary.n_clusters is not None:
         table.add_row("Intervals", f"clustered, {stats.plural(summary.n_clusters, 'cluster')}")
     _add_epochs(table, report)
@@ -107,7 +106,7 @@ def checks_table(report: ReportView, *, title: str) -> Table | None:
 
     None when the scores have no named metrics (a single evaluator without metrics).
     """
-    rates = check_rates(report.results)
+    rates = report.check_rates()
     if not rates:
         return None
     table = _table(title)

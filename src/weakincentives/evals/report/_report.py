@@ -27,11 +27,13 @@ from ._analysis import (
     flaky_samples,
     group_by,
     mean_pass_at_k,
-    percentile,
-    score_of,
     summarize,
+    summary_of_totals,
 )
+from ._checks import CheckRate
+from ._cost import CostSummary
 from ._persistence import StrPath, read_report, read_run_id, write_report
+from ._totals import TotalsByExperiment
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,19 +100,37 @@ class EvalReport:
         return self.total
 
     @cached_property
+    def _totals(self) -> TotalsByExperiment:
+        # One pass over the results; a run store's are streamed from its file, not kept,
+        # when nothing else needs them side by side (`StoredResults.streamed`).
+        results = self.results
+        if isinstance(results, StoredResults) and results.streamed:
+            return TotalsByExperiment.of(results.stream())
+        return TotalsByExperiment.of(results)
+
+    @cached_property
+    def _repeats(self) -> bool:
+        """Whether some sample has more than one result in an experiment (epochs)."""
+        results = self.results
+        if isinstance(results, StoredResults) and results.unique_keys:
+            # Each (sample, experiment, epoch) once: a sample repeats only across epochs.
+            return len(self._totals.epochs) > 1
+        return len({(r.experiment_name, r.sample_id) for r in results}) < len(results)
+
+    @property
     def passed_count(self) -> int:
         """Results that passed (an errored result never passes)."""
-        return sum(1 for r in self.results if r.passed)
+        return self._totals.overall.passed
 
     @property
     def failed_count(self) -> int:
         """Results that did not pass, errors included."""
         return self.total - self.passed_count
 
-    @cached_property
+    @property
     def error_count(self) -> int:
         """Results that ended in an error."""
-        return sum(1 for r in self.results if r.is_error)
+        return self._totals.overall.errors
 
     @property
     def successful(self) -> int:
@@ -120,7 +140,10 @@ class EvalReport:
     @cached_property
     def distinct_count(self) -> int:
         """Distinct `(sample_id, experiment_name, epoch)` keys; duplicates count once."""
-        return len({r.key for r in self.results})
+        results = self.results
+        if isinstance(results, StoredResults) and results.unique_keys:
+            return len(results)
+        return len({r.key for r in results})
 
     @property
     def missing(self) -> int:
@@ -151,45 +174,53 @@ class EvalReport:
         """`passed / successful`: the pass rate among results that were scored."""
         return self.passed_count / self.successful if self.successful else 0.0
 
-    @cached_property
+    @property
     def mean_score(self) -> float:
         """Mean `score.value`, errors counted as 0 (0.0 for an empty report)."""
-        return sum(score_of(r) for r in self.results) / self.total if self.total else 0.0
+        return self._totals.overall.mean_score
 
-    @cached_property
+    @property
     def mean_score_excluding_errors(self) -> float:
         """Mean `score.value` over results without an error."""
-        scored = [r.score.value for r in self.results if not r.is_error]
-        return sum(scored) / len(scored) if scored else 0.0
-
-    @cached_property
-    def _latencies(self) -> tuple[float, ...]:
-        return tuple(r.latency_ms for r in self.results)
+        return self._totals.overall.mean_score_excluding_errors
 
     @property
     def mean_latency_ms(self) -> float:
         """Mean latency over all results, errors included (0.0 when empty)."""
-        return sum(self._latencies) / self.total if self.total else 0.0
+        return self._totals.overall.mean_latency_ms
 
     @property
     def latency_p50_ms(self) -> float:
-        """Median latency (linear interpolation)."""
-        return percentile(self._latencies, 50)
+        """Median latency (linear interpolation, as `numpy.percentile`)."""
+        return self._totals.overall.latency_percentile(50)
 
     @property
     def latency_p95_ms(self) -> float:
-        """95th percentile latency (linear interpolation)."""
-        return percentile(self._latencies, 95)
+        """95th percentile latency (linear interpolation, as `numpy.percentile`)."""
+        return self._totals.overall.latency_percentile(95)
 
-    @cached_property
+    @property
     def total_input_tokens(self) -> int:
         """Input tokens over all results (errored results used tokens too)."""
-        return sum(r.usage.input_tokens for r in self.results)
+        return self._totals.overall.input_tokens
 
-    @cached_property
+    @property
     def total_output_tokens(self) -> int:
         """Output tokens over all results."""
-        return sum(r.usage.output_tokens for r in self.results)
+        return self._totals.overall.output_tokens
+
+    def cost_summary(self) -> CostSummary:
+        """What the results cost (`cost_summary` of the results)."""
+        return self._totals.overall.cost()
+
+    def check_rates(self) -> dict[str, CheckRate]:
+        """Per-check rates of the results (`check_rates` of the results)."""
+        return self._totals.overall.checks()
+
+    @property
+    def has_repeats(self) -> bool:
+        """Whether some sample has more than one result in an experiment (epochs)."""
+        return self._repeats
 
     @property
     def total_tokens(self) -> int:
@@ -207,6 +238,8 @@ class EvalReport:
 
     def summarize(self, *, confidence: float = 0.95, cluster: GroupKey | None = None) -> Summary:
         """Summarize all results (see `weakincentives.evals.summarize` for clustering)."""
+        if cluster is None and not self._repeats:
+            return summary_of_totals(self._totals.overall, confidence=confidence)
         return summarize(self.results, confidence=confidence, cluster=cluster)
 
     def pass_rate_ci(
@@ -237,11 +270,7 @@ class EvalReport:
 
     def errors_by_kind(self) -> dict[str, int]:
         """Count of errored results per `error_kind` (`"unknown"` when it was not set)."""
-        counts: dict[str, int] = {}
-        for result in self.errors():
-            kind = result.error_kind or "unknown"
-            counts[kind] = counts.get(kind, 0) + 1
-        return counts
+        return dict(self._totals.overall.errors_by_kind)
 
     def filter(self, predicate: Callable[[EvalResult], bool]) -> EvalReport:
         """Return a report of the results for which `predicate` is true."""
@@ -266,7 +295,7 @@ class EvalReport:
     @property
     def experiment_names(self) -> tuple[str, ...]:
         """Experiment names in order of first appearance."""
-        return tuple(self._by_experiment)
+        return tuple(self._totals.by_experiment)
 
     def by_experiment(self) -> dict[str, tuple[EvalResult, ...]]:
         """Results grouped by experiment name, in order of first appearance."""
@@ -278,7 +307,24 @@ class EvalReport:
         Raises:
             ConfigurationError: no result has that experiment name.
         """
-        return self._derived(self._results_of(name))
+        part = self._experiments.get(name)
+        if part is None:
+            if name not in self._totals.by_experiment:
+                self._results_of(name)  # raises, naming the experiments there are
+            if len(self._totals.by_experiment) == 1:
+                # Every result is this experiment's: the same results (not read again).
+                part = EvalReport(results=self.results, run_id=self.run_id, config=self.config)
+            else:
+                part = self._derived(self._results_of(name))
+            # Its totals were counted in this report's pass.
+            object.__setattr__(part, "_totals", self._totals.part(name))
+            self._experiments[name] = part
+        return part
+
+    @cached_property
+    def _experiments(self) -> dict[str, EvalReport]:
+        """The reports `experiment(name)` made, made once each."""
+        return {}
 
     def pass_rate_by_experiment(self) -> dict[str, float]:
         """Pass rate (errors count as not passed) per experiment."""
@@ -355,10 +401,10 @@ class EvalReport:
 
     # -- epochs ---------------------------------------------------------------------
 
-    @cached_property
+    @property
     def epochs(self) -> int:
         """Number of distinct epochs in the results (0 when empty)."""
-        return len({r.epoch for r in self.results})
+        return len(self._totals.epochs)
 
     def pass_at_k(self, k: int, *, experiment: str | None = None) -> float:
         """Mean pass@k over samples: at least one of k attempts passes.
@@ -386,6 +432,8 @@ class EvalReport:
 
     def flaky_samples(self, *, experiment: str | None = None) -> tuple[FlakySample, ...]:
         """Samples that passed in some epochs and failed in others."""
+        if not self._repeats:
+            return ()
         return flaky_samples(self._scope(experiment))
 
     # -- slicing --------------------------------------------------------------------
@@ -433,7 +481,10 @@ class EvalReport:
         kind, latency, usage, metadata, costs), and the rest of each line (transcript,
         output, input, expected, environment, ids) is skipped without being validated:
         the same numbers, read several times faster, in a fraction of the memory. This
-        is what `wink eval report` and `wink eval compare` read.
+        is what `wink eval report` and `wink eval compare` read. A slim read of a run
+        directory in which each key occurs once holds none of its results: they are a
+        `StoredResults` over the run's file, streamed for the report's tables and read
+        back when asked for (keep the directory while the report is in use).
 
         `experiment_prefix` is put before each result's experiment name as it is read:
         `wink eval compare RUN_A RUN_B` reads the experiments of each run as `RUN/NAME`

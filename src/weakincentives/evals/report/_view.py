@@ -11,7 +11,9 @@ from typing import Protocol
 
 from .._records import EvalResult
 from ._analysis import FlakySample, GroupKey, Summary
+from ._checks import CheckRate
 from ._comparison import ExperimentComparison
+from ._cost import CostSummary
 
 __all__ = ["ReportView"]
 
@@ -107,6 +109,19 @@ class ReportView(Protocol):
     @property
     def total_tokens(self) -> int:
         """Input and output tokens over every result."""
+        ...
+
+    @property
+    def has_repeats(self) -> bool:
+        """Whether some sample has more than one result in an experiment (epochs)."""
+        ...
+
+    def cost_summary(self) -> CostSummary:
+        """What the results cost."""
+        ...
+
+    def check_rates(self) -> dict[str, CheckRate]:
+        """Per-check rates of the results."""
         ...
 
     def experiment(self, name: str) -> ReportView:

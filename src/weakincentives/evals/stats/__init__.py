@@ -13,7 +13,10 @@ Results are frozen dataclasses; bad input raises `InvalidStatisticError`.
 Rates and means:
 
 - `wilson_interval(successes, n)` -> `RateEstimate`: a pass rate with its Wilson interval.
-- `mean_ci(values, bounds=...)` -> `MeanEstimate`: a mean with its Student t interval.
+- `mean_ci(values, bounds=...)` -> `MeanEstimate`: a mean with its Student t interval;
+  `mean_ci_counts({value: count})` the same from counted values (`count_values`), and
+  `percentile_counts` / `fsum_counts` their percentile and exact sum: what a report
+  keeps while results stream.
 - `clustered_mean(values, clusters)` -> `ClusteredEstimate`: cluster-robust (CR1) SE,
   t interval with `n_clusters - 1` degrees of freedom.
 - `summarize_outcomes(passed, scores, clusters=...)` -> `OutcomeSummary`: the pass rate
@@ -68,6 +71,7 @@ from weakincentives import _lazy
 if TYPE_CHECKING:
     from weakincentives.errors import InvalidStatisticError
 
+    from ._counts import ValueCounts, count_values, fsum_counts, percentile_counts
     from ._format import format_signed, plural
     from ._intervals import (
         ClusteredEstimate,
@@ -76,6 +80,7 @@ if TYPE_CHECKING:
         RateEstimate,
         clustered_mean,
         mean_ci,
+        mean_ci_counts,
         wilson_interval,
     )
     from ._judge import (
@@ -120,13 +125,16 @@ __all__ = [
     "OutcomeSummary",
     "PairedComparison",
     "RateEstimate",
+    "ValueCounts",
     "benjamini_hochberg",
     "clustered_mean",
     "cohens_kappa",
     "connor_sample_size",
     "corrected_pass_rate",
+    "count_values",
     "discordant_rates",
     "format_signed",
+    "fsum_counts",
     "holm",
     "judge_agreement",
     "mcnemar",
@@ -135,6 +143,7 @@ __all__ = [
     "mcnemar_power",
     "mcnemar_sample_size",
     "mean_ci",
+    "mean_ci_counts",
     "minimum_detectable_effect",
     "newcombe_paired_interval",
     "normal_ppf",
@@ -144,6 +153,7 @@ __all__ = [
     "pass_at_k_by_sample",
     "pass_hat_k",
     "pass_hat_k_by_sample",
+    "percentile_counts",
     "plural",
     "repeated_samples",
     "required_sample_size",
@@ -159,6 +169,12 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     {
         "weakincentives.errors": ("InvalidStatisticError",),
+        "weakincentives.evals.stats._counts": (
+            "ValueCounts",
+            "count_values",
+            "fsum_counts",
+            "percentile_counts",
+        ),
         "weakincentives.evals.stats._format": ("format_signed", "plural"),
         "weakincentives.evals.stats._intervals": (
             "ClusteredEstimate",
@@ -167,6 +183,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "RateEstimate",
             "clustered_mean",
             "mean_ci",
+            "mean_ci_counts",
             "wilson_interval",
         ),
         "weakincentives.evals.stats._judge": (

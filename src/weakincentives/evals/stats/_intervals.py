@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from weakincentives.errors import InvalidStatisticError
 
+from ._counts import ValueCounts, count_values, fsum_counts
 from ._normal import as_count, as_values, check_same_length, critical_value
 from ._tdist import t_critical_value
 
@@ -203,20 +204,39 @@ def mean_ci(
         InvalidStatisticError: `values` is empty or holds a non-finite value, or `bounds`
             is not a finite `(low, high)` with `low < high`.
     """
-    import numpy as np
-
     array = as_values("values", values)
+    return mean_ci_counts(count_values(array.tolist()), confidence=confidence, bounds=bounds)
+
+
+def mean_ci_counts(
+    counts: ValueCounts, *, confidence: float = 0.95, bounds: Bounds | None = None
+) -> MeanEstimate:
+    """`mean_ci` of values given as `{value: count}` (what `mean_ci` itself computes with).
+
+    The mean and the spread are correctly rounded sums (`fsum_counts`), so the same
+    values give the same estimate however they were counted: from a list, or while
+    results streamed past.
+
+    Raises:
+        InvalidStatisticError: no values, a non-finite value, or bad `bounds`.
+    """
+    bad = next((v for v in counts if not math.isfinite(v)), None)
+    if bad is not None:
+        raise InvalidStatisticError(f"values hold {bad!r}; drop or impute non-finite values first")
     check_bounds(bounds)
     critical_value(confidence)
-    n = int(array.size)
-    mean = float(np.mean(array))
+    n = sum(counts.values())
+    if n == 0:
+        raise InvalidStatisticError("values is empty; pass at least one value")
+    mean = fsum_counts(counts) / n
     if n < 2:
         nan = math.nan
         return MeanEstimate(
             n=n, mean=mean, std=nan, se=nan, low=nan, high=nan, confidence=confidence,
             reason="1 value: no spread to estimate",
         )  # fmt: skip
-    std = 0.0 if bool(np.all(array == array[0])) else float(np.std(array, ddof=1))
+    spread = 0.0 if len(counts) == 1 else fsum_counts(counts, shift=mean, square=True)
+    std = math.sqrt(spread / (n - 1))
     se = std / math.sqrt(n)
     df = n - 1
     half_width = t_critical_value(confidence, df) * se

@@ -4,13 +4,15 @@ The local runner appends each result to the run store as it completes and keeps 
 of it in memory; the report it returns holds a `StoredResults` instead of a tuple: the
 byte range of `results.jsonl` that call wrote, read back (and kept) the first time the
 results are asked for. `len()` needs no reading. A run of a million samples therefore
-costs the runner no memory per sample; a report that computes over every result holds
-them once it has read them, as a report built from a tuple does.
+costs the runner no memory per sample; the report's tables are computed in one pass
+that streams the file (`stream()`, see `report._totals`), and only what needs every
+result at once (comparisons, slices, clustered intervals) reads and holds them.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -57,11 +59,16 @@ class StoredResults(Sequence[EvalResult]):
         report_fields: Read only the fields a report computes with (scores, errors,
             latency, usage, metadata, environment, costs; see `decode_report_fields`),
             faster; the transcript, output, input and expected are then left empty.
+        unique_keys: The writer recorded each `(sample, experiment, epoch)` once here
+            (`earlier` included), so a report need not read the keys to count them.
+        streamed: A report computes its tables from one pass over `stream()` instead
+            of holding the results (set when nothing else of the report needs them
+            side by side: one experiment, one epoch).
     """
 
     __slots__ = (
         "_count", "_decode", "_earlier", "_end", "_kept", "_lock", "_path", "_start",
-        "_transform",
+        "_transform", "streamed", "unique_keys",
     )  # fmt: skip
 
     def __init__(
@@ -74,6 +81,8 @@ class StoredResults(Sequence[EvalResult]):
         earlier: Sequence[EvalResult] = (),
         transform: Callable[[EvalResult], EvalResult] | None = None,
         report_fields: bool = False,
+        unique_keys: bool = False,
+        streamed: bool = False,
     ) -> None:
         self._path = path
         self._start = start
@@ -84,6 +93,10 @@ class StoredResults(Sequence[EvalResult]):
         self._decode = decode_report_fields if report_fields else _decode
         self._kept: tuple[EvalResult, ...] | None = None
         self._lock = threading.Lock()
+        self.unique_keys = unique_keys
+        """Whether each result key occurs once (see the class docstring)."""
+        self.streamed = streamed
+        """Whether a report streams these results for its tables (class docstring)."""
 
     @property
     def path(self) -> Path:
@@ -112,6 +125,17 @@ class StoredResults(Sequence[EvalResult]):
 
     def __repr__(self) -> str:
         return f"StoredResults({str(self._path)!r}, results={len(self)})"
+
+    def stream(self) -> Iterator[EvalResult]:
+        """The results in order, read from the file as they are used, none kept.
+
+        What a report computes its totals with: a million results pass through one at a
+        time. (Iterating the sequence itself reads them once and keeps them.)
+        """
+        kept = self._kept
+        if kept is not None:
+            return iter(kept)
+        return itertools.chain(self._earlier, self._read())
 
     def _all(self) -> tuple[EvalResult, ...]:
         kept = self._kept
