@@ -30,7 +30,6 @@ from .._records import (
     EvalRequest,
     EvalResult,
     RecordInputs,
-    Sample,
     Score,
     build_request,
     build_result,
@@ -38,12 +37,13 @@ from .._records import (
 )
 from ..report import EvalReport
 from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, StoredResults
+from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
 from ._source import UNHASHED_STREAM, SampleSource
-from ._target import SampleTarget
+from ._target import DeferrableTarget, SampleTarget
 
 __all__ = ["LocalRun", "RunSettings", "error_result", "slim"]
 
@@ -51,7 +51,7 @@ PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
-_Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
+_Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -225,12 +225,39 @@ class LocalRun:
                 self._offsets = (self._offsets[0], end, next(self._appended))
 
     async def _run_tasks(self) -> None:
-        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
+        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited).
+
+        With a target whose scoring can wait (`DeferrableTarget`: an async agent or
+        function, an inline scorer) and nothing that decides on each result before the
+        next sample starts (no cost cap, no per-sample timeout or environment), the
+        workers hand each run's scoring and recording to one finisher task (`DeferredScoring`)
+        and start their next sample first. When many samples end their model wait at
+        once, the next ones then start without waiting behind the scoring of all of
+        them, and the scoring runs while those wait.
+        """
         limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         work = self._work()
+        slots = self._slots()
+        target = self.target
+        deferred = None
+        if (
+            isinstance(target, DeferrableTarget)
+            and target.deferrable
+            and self.max_cost is None
+            and self.settings.timeout is None
+            and self.environment_factory is None
+        ):
+            deferred = DeferredScoring(
+                target.start, self._request, self._complete, self.fail_fast, slots
+            )
         async with anyio.create_task_group() as tg:
-            for _ in range(self._slots()):
-                tg.start_soon(self._worker, work, limiter)
+            for _ in range(slots):
+                if deferred is None:
+                    tg.start_soon(self._worker, work, limiter)
+                else:
+                    tg.start_soon(deferred.worker, work)
+            if deferred is not None:
+                tg.start_soon(deferred.finisher)
 
     def _slots(self) -> int:
         """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
@@ -386,6 +413,15 @@ class LocalRun:
             if forward:
                 advance(kept)
             stop(result)
+
+    def _complete(self, result: EvalResult) -> None:
+        """Count, record and report one finished sample's result (on the event loop)."""
+        if self.max_cost is not None:
+            self._spend(result)
+        kept = self._record(self.handle, self.results, result)
+        if self._pending is not None:
+            self.progress.advance(kept)
+        self.fail_fast.see(result)
 
     def _record(
         self, handle: RunHandle | None, results: list[EvalResult], result: EvalResult
