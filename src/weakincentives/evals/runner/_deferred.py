@@ -40,9 +40,9 @@ class DeferredScoring:
     """Worker tasks that start their next sample before scoring the last (`LocalRun._run_tasks`).
 
     Each worker runs a sample's agent (`DeferrableTarget.start`) and queues what scores
-    it; one finisher task scores and records the queue in order, one per turn of the
-    event loop, so workers woken at the same time all start their next sample first.
-    The queue holds at most one run per worker: a worker that finds it full scores the oldest
+    it; one finisher task scores the queue in order and records it with one write, then
+    yields, so workers woken at the same time start their next sample first. The queue
+    holds at most one run per worker: a worker that finds it full scores and records it
     itself (then yields), so agents that never wait still make progress, in order, in
     O(concurrency) memory. While the first results decide whether the run stops early
     (`FailFast`), workers score their own runs as before.
@@ -52,7 +52,7 @@ class DeferredScoring:
         self,
         start: Callable[[EvalRequest[Any, Any]], Awaitable[Finish]],
         request: Callable[[Work], EvalRequest[Any, Any]],
-        complete: Callable[[EvalResult], None],
+        complete: Callable[[list[EvalResult]], None],
         fail_fast: FailFast,
         workers: int,
     ) -> None:
@@ -75,14 +75,14 @@ class DeferredScoring:
                     return  # stopping early: take no more work
                 finish = await start(request(item))
                 if not fail_fast.idle:  # this result may decide to stop: score it now
-                    complete(finish().result)
+                    complete([finish().result])
                     await checkpoint()
                 elif len(queue) < bound:
                     queue.append(finish)
                     self._wake.set()
-                else:  # full: score the oldest here (keeping the order), then let others run
+                else:  # full: score the queue here (in order, one write), then let others run
                     queue.append(finish)
-                    complete(queue.popleft()().result)
+                    complete(self._drain())
                     await checkpoint()
         finally:
             self._workers -= 1
@@ -93,10 +93,17 @@ class DeferredScoring:
         queue, complete, checkpoint = self._queue, self._complete, anyio.lowlevel.checkpoint
         while True:
             if queue:
-                complete(queue.popleft()().result)
-                await checkpoint()  # one per turn: workers woken meanwhile go first
+                complete(self._drain())
+                await checkpoint()  # workers woken meanwhile start their next sample first
             elif self._workers == 0:
                 return
             else:
                 await self._wake.wait()
                 self._wake = anyio.Event()
+
+    def _drain(self) -> list[EvalResult]:
+        """Score every queued run, oldest first; the queue is left empty."""
+        queue = self._queue
+        finishes = list(queue)
+        queue.clear()
+        return [finish().result for finish in finishes]

@@ -248,7 +248,7 @@ class LocalRun:
             and self.environment_factory is None
         ):
             deferred = DeferredScoring(
-                target.start, self._request, self._complete, self.fail_fast, slots
+                target.start, self._request, self._complete_all, self.fail_fast, slots
             )
         async with anyio.create_task_group() as tg:
             for _ in range(slots):
@@ -414,14 +414,26 @@ class LocalRun:
                 advance(kept)
             stop(result)
 
-    def _complete(self, result: EvalResult) -> None:
-        """Count, record and report one finished sample's result (on the event loop)."""
-        if self.max_cost is not None:
-            self._spend(result)
-        kept = self._record(self.handle, self.results, result)
-        if self._pending is not None:
-            self.progress.advance(kept)
-        self.fail_fast.see(result)
+    def _complete_all(self, results: list[EvalResult]) -> None:
+        """Record, count and report finished samples' results, in order, with one write."""
+        handle, pending, capped, see = (
+            self.handle,
+            self._pending,
+            self.max_cost is not None,
+            self.fail_fast.see,
+        )
+        if handle is None:
+            self.results.extend(results)
+        else:
+            handle.extend(results)
+            for _ in results:
+                next(self._appended)
+        for result in results:
+            if capped:
+                self._spend(result)
+            if pending is not None:
+                self.progress.advance(slim(result) if handle is not None else result)
+            see(result)
 
     def _record(
         self, handle: RunHandle | None, results: list[EvalResult], result: EvalResult
