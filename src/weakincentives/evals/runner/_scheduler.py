@@ -227,13 +227,11 @@ class LocalRun:
     async def _run_tasks(self) -> None:
         """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited).
 
-        With a target whose scoring can wait (`DeferrableTarget`: an async agent or
-        function, an inline scorer) and nothing that decides on each result before the
-        next sample starts (no cost cap, no per-sample timeout or environment), the
-        workers hand each run's scoring and recording to one finisher task (`DeferredScoring`)
-        and start their next sample first. When many samples end their model wait at
-        once, the next ones then start without waiting behind the scoring of all of
-        them, and the scoring runs while those wait.
+        With a target whose scoring can wait (`DeferrableTarget`) and nothing deciding on
+        each result before the next sample starts (no cost cap, timeout or environment),
+        workers start their next sample first and a finisher task scores and records
+        (`DeferredScoring`): when many model waits end at once, the next calls start
+        without waiting behind all the scoring, which runs while they wait.
         """
         limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         work = self._work()
