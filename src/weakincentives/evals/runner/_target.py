@@ -476,7 +476,7 @@ class _AsyncLoopTarget:
 
     @property
     def deferrable(self) -> bool:
-        return self._score_inline
+        return self._score_inline and self._options.bundles is None
 
     def start(self, request: EvalRequest[Any, Any]) -> Coroutine[Any, Any, Finish]:
         return self._start(request, None)
