@@ -150,3 +150,37 @@ def test_an_evaluator_that_cancels_the_run_stops_the_workers(backend: str) -> No
     anyio.run(main, backend=backend)
 
     assert 20 <= len(scored) < 40
+
+
+def test_the_finisher_scores_a_bounded_batch_per_turn_oldest_first() -> None:
+    # Between two yields the finisher scores at most `_PER_TURN` runs, so a model call
+    # that returns meanwhile waits for a bounded amount of scoring.
+    from weakincentives.evals import EvalResult
+    from weakincentives.evals.runner._deferred import _PER_TURN, DeferredScoring
+    from weakincentives.evals.runner._fail_fast import FailFast
+    from weakincentives.evals.runner._sample import SampleOutcome
+
+    recorded: list[list[str]] = []
+
+    def finish(i: int) -> Any:
+        result = EvalResult(
+            sample_id=f"s{i}", experiment_name="e", score=Score(1.0, True), latency_ms=0
+        )
+        return lambda: SampleOutcome(result, None, None)
+
+    async def never(request: Any) -> Any:
+        raise AssertionError("no sample starts here")
+
+    def no_request(item: Any) -> Any:
+        raise AssertionError("no request is made here")
+
+    deferred = DeferredScoring(
+        never, no_request, lambda rs: recorded.append([r.sample_id for r in rs]),
+        FailFast(), workers=0,
+    )  # fmt: skip
+    deferred._queue.extend(finish(i) for i in range(40))
+
+    anyio.run(deferred.finisher)
+
+    assert [len(batch) for batch in recorded] == [_PER_TURN, _PER_TURN, 40 - 2 * _PER_TURN]
+    assert [s for batch in recorded for s in batch] == [f"s{i}" for i in range(40)]

@@ -20,6 +20,10 @@ from ._target import Finish
 
 __all__ = ["DeferredScoring", "Work"]
 
+_PER_TURN = 16
+"""Runs the finisher scores between two yields: a model call that returns meanwhile waits
+for at most this many scorings before its sample goes on."""
+
 
 async def _checkpoint() -> None:
     """Let other tasks run, then stop here if the run was cancelled meanwhile.
@@ -93,7 +97,7 @@ class DeferredScoring:
         queue, complete, checkpoint = self._queue, self._complete, anyio.lowlevel.checkpoint
         while True:
             if queue:
-                complete(self._drain())
+                complete(self._drain(_PER_TURN))
                 await checkpoint()  # workers woken meanwhile start their next sample first
             elif self._workers == 0:
                 return
@@ -101,9 +105,12 @@ class DeferredScoring:
                 await self._wake.wait()
                 self._wake = anyio.Event()
 
-    def _drain(self) -> list[EvalResult]:
-        """Score every queued run, oldest first; the queue is left empty."""
+    def _drain(self, most: int | None = None) -> list[EvalResult]:
+        """Score the queued runs (the `most` oldest, or all), oldest first."""
         queue = self._queue
-        finishes = list(queue)
-        queue.clear()
+        if most is None or len(queue) <= most:
+            finishes = list(queue)
+            queue.clear()
+        else:
+            finishes = [queue.popleft() for _ in range(most)]
         return [finish().result for finish in finishes]
