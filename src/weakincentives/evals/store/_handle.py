@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -64,6 +63,7 @@ from ._files import (
     write_atomic,
 )
 from ._fingerprint import Fingerprint
+from ._lines import result_dumps
 from ._syncer import Syncer
 from ._tally import ResultKey, RunCounts, Tally
 
@@ -114,37 +114,6 @@ class RunManifest:
     host, command line, dataset. Empty for runs written before it was recorded."""
 
 
-@functools.cache
-def _plain_dumps() -> Callable[[EvalResult], bytes]:
-    return serde.dumps_for(EvalResult)
-
-
-def _result_dumps() -> Callable[[EvalResult], bytes]:
-    """`serde.dumps` for a `results.jsonl` line, secrets redacted (see `redaction`).
-
-    The redactor is compiled against the environment when the handle opens; a line is
-    serialized once and re-serialized redacted only when the result holds something to
-    redact. That check reads the result's strings (`Redactor.finds_in`: a few
-    microseconds, not the 20-30 of searching the whole line with `Redactor.finds`), and
-    the line only when a value is of a type it cannot vouch for.
-    """
-    dumps = _plain_dumps()
-    redactor = default_redactor()
-
-    def redacted_dumps(result: EvalResult) -> bytes:
-        data = dumps(result)
-        found = redactor.finds_in(result)
-        if found is None:
-            found = redactor.finds(data.decode())
-        if not found:
-            return data
-        text = data.decode()
-        clean = redactor.data(json.loads(text))
-        return json.dumps(clean, ensure_ascii=False, separators=(",", ":")).encode()
-
-    return redacted_dumps
-
-
 class RunHandle:
     """One run directory. Writable from `RunStore.create`/`resume`, read-only from `open`.
 
@@ -172,7 +141,7 @@ class RunHandle:
         self._sync_interval = sync_interval
         self._writer_lock = lock
         self._tally = tally or Tally()
-        self._dumps = _result_dumps()
+        self._dumps = result_dumps()
         self._lock = threading.Lock()  # guards the fd, the tally and `_start_syncer`
         # Orders the writes of run.json (`record_provenance`, `finish`): one temp file.
         self._manifest_lock = threading.Lock()
