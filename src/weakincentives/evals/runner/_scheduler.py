@@ -131,6 +131,7 @@ class LocalRun:
         self.run_id: str | None = None
         self.handle: RunHandle | None = None
         self._git_dirty: Future[bool | None] | None = None  # see `attach`
+        self._finishing = False  # `finish` will record git's answer itself
         self.resumed = False
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
@@ -208,6 +209,8 @@ class LocalRun:
         # In git's thread, a few milliseconds into the run: so that a run that crashes
         # records it too. A failed write is no failure: `finish` records it again.
         assert self.handle is not None
+        if self._finishing:
+            return  # `finish` records it: no need to write run.json twice
         try:
             self.handle.record_provenance({"git_dirty": answer.result()})
         except RunStoreError as exc:
@@ -465,6 +468,7 @@ class LocalRun:
         assert self.handle is not None
         final: dict[str, Any] = {}
         if self._git_dirty is not None:  # git's answer, if it did not reach run.json yet
+            self._finishing = True
             final["provenance"] = {"git_dirty": self._git_dirty.result()}
         sha256 = self.source.hashed_as_read
         fingerprint = self.handle.manifest.fingerprint
