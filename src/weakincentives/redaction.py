@@ -131,6 +131,12 @@ _DEFAULT_FIELD_WORDS = ("key", "secret", "passw", "authorization", "cookie", "cr
 _SCALARS = frozenset({bool, int, float})
 """Types whose JSON form is no string (a subclass, such as an `IntEnum`, is not vouched for)."""
 
+_LONG_TEXT = 4096
+_LONG_STRING = 512
+_CLEAN_CHARS = 4_000_000
+"""`Redactor.finds_in`: a record's text this long has its strings this long remembered once
+found clean (at most this many characters of them per redactor)."""
+
 _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
 
@@ -302,6 +308,8 @@ class Redactor:
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
         self._classes: dict[type, Any] = {}  # class -> `_how_to_read(class)`
+        self._clean_long: set[str] = set()  # see `_finds_secret_once`
+        self._clean_chars = 0
 
     @property
     def replacement(self) -> str:
@@ -353,7 +361,30 @@ class Redactor:
         if not self._collect(value, strings):
             return None
         text = "\n".join(strings)
+        if len(text) >= _LONG_TEXT:  # a transcript: its long strings recur (prompts)
+            return self._finds_secret_once(strings)
         return self._finds_secret(text, text.lower())
+
+    def _finds_secret_once(self, strings: list[str]) -> bool:
+        """`_finds_secret` on the strings, each long one found clean before skipped.
+
+        A long string found clean alone (a system prompt, tool descriptions, repeated
+        in every result of a run) is remembered, up to `_CLEAN_CHARS` characters in
+        all: it is searched once per redactor, not once per record.
+        """
+        clean = self._clean_long
+        rest = [s for s in strings if len(s) < _LONG_STRING or s not in clean]
+        text = "\n".join(rest)
+        if self._finds_secret(text, text.lower()):
+            return True
+        for s in rest:
+            if len(s) >= _LONG_STRING and not self._finds_secret(s, s.lower()):
+                if self._clean_chars + len(s) > _CLEAN_CHARS:
+                    clean.clear()
+                    self._clean_chars = 0
+                clean.add(s)
+                self._clean_chars += len(s)
+        return False
 
     def _collect(self, value: object, out: list[str]) -> bool:
         """Append the strings of `value` to `out`; False when one cannot be vouched for.

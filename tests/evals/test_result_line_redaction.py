@@ -31,7 +31,7 @@ from weakincentives.runtime.session import ChatMessage, TokenUsage
 FILLERS = [
     "a1", "q17", "output equals expected 'a1'", "naïve café ✓", 'quote " and \\ backslash',
     "line\nbreak\ttab", "tokens", "input_tokens", "the key is here", "Bearer:", "://",
-    "", "x" * 300,
+    "", "x" * 300, "You are a careful grader. " * 200,
 ]  # fmt: skip
 
 
@@ -128,6 +128,35 @@ def test_a_plain_result_line_is_written_as_serialized(tmp_path: Path) -> None:
     _written(tmp_path, [result, result])
     line = (tmp_path / "runs" / "r" / "results.jsonl").read_bytes().splitlines()[0]
     assert line == serde.dumps(stamped)  # no secret: the serializer's own bytes
+
+
+def test_a_long_string_found_clean_is_searched_once_per_redactor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    redactor = default_redactor(environ={})
+    prompt = "You are a careful grader; answer with the code only. " * 100  # 5,300 chars
+    searched: list[int] = []
+    real = redactor._finds_secret
+
+    def spy(text: str, lower: str) -> bool:
+        searched.append(len(text))
+        return real(text, lower)
+
+    monkeypatch.setattr(redactor, "_finds_secret", spy)
+
+    def record(output: str, system: str = prompt) -> EvalResult:
+        result = _result(random.Random(3), "none", None)
+        messages = (ChatMessage(role="system", content=system), *result.messages)
+        return dataclasses.replace(result, output=output, messages=messages)
+
+    assert redactor.finds_in(record("a1")) is False
+    assert redactor.finds_in(record("a2")) is False
+    assert redactor.finds_in(record("a3")) is False
+    assert sum(n >= len(prompt) for n in searched) == 2  # the first record, then alone
+    key = "sk-proj-abcdefghijklmnop1234567890"
+    assert redactor.finds_in(record(key)) is True  # the rest is still searched
+    assert redactor.finds_in(record("a4", prompt + key)) is True  # a new long string
+    assert redactor.finds_in(record("a5", key + " " * 600)) is True
 
 
 @pytest.mark.parametrize("seed", range(3))
