@@ -12,14 +12,14 @@ import json
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from weakincentives.evals import Sample, exact_match, run_eval
-from weakincentives.evals.store import _fingerprint, _provenance
+from weakincentives.evals.store import RunHandle, _fingerprint, _provenance
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -131,10 +131,19 @@ def test_finish_waits_for_git_and_records_its_answer(
 ) -> None:
     _, answer = checkout(tmp_path, monkeypatch)
     release = slow_git(monkeypatch, tmp_path)
+    rewrites: list[object] = []
+    real = RunHandle.record_provenance
+
+    def spy(self: RunHandle, changes: Mapping[str, Any]) -> bool:
+        rewrites.append(changes)
+        return real(self, changes)
+
+    monkeypatch.setattr(RunHandle, "record_provenance", spy)
     timer = threading.Timer(0.2, release)  # answers after the one sample is done
     timer.start()
     run_eval(samples(1), answer, exact_match, store=tmp_path / "runs", run_id="r")
     timer.join()
+    assert rewrites == []  # finish was already waiting: run.json is written once, by it
     assert manifest(tmp_path / "runs", "r")["provenance"]["git_dirty"] is False
 
 

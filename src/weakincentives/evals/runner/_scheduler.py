@@ -56,6 +56,7 @@ _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cance
 _Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _log = logging.getLogger(__name__)
+_GIT_DIRTY_GRACE = 0.05  # seconds; see `LocalRun._record_git_dirty`
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,7 +132,8 @@ class LocalRun:
         self.run_id: str | None = None
         self.handle: RunHandle | None = None
         self._git_dirty: Future[bool | None] | None = None  # see `attach`
-        self._finishing = False  # `finish` will record git's answer itself
+        self._finishing = threading.Event()  # `finish` will record git's answer itself
+        self._owner = threading.get_ident()  # the thread that attaches the run
         self.resumed = False
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
@@ -207,10 +209,13 @@ class LocalRun:
 
     def _record_git_dirty(self, answer: Future[bool | None]) -> None:
         # In git's thread, a few milliseconds into the run: so that a run that crashes
-        # records it too. A failed write is no failure: `finish` records it again.
+        # records it too. A run that ends within `_GIT_DIRTY_GRACE` of the answer has
+        # `finish` record it alone (one write of run.json, not two). A failed write is
+        # no failure: `finish` records it again.
         assert self.handle is not None
-        if self._finishing:
-            return  # `finish` records it: no need to write run.json twice
+        in_git_thread = threading.get_ident() != self._owner
+        if self._finishing.wait(_GIT_DIRTY_GRACE if in_git_thread else 0):
+            return
         try:
             self.handle.record_provenance({"git_dirty": answer.result()})
         except RunStoreError as exc:
@@ -468,7 +473,7 @@ class LocalRun:
         assert self.handle is not None
         final: dict[str, Any] = {}
         if self._git_dirty is not None:  # git's answer, if it did not reach run.json yet
-            self._finishing = True
+            self._finishing.set()
             final["provenance"] = {"git_dirty": self._git_dirty.result()}
         sha256 = self.source.hashed_as_read
         fingerprint = self.handle.manifest.fingerprint
