@@ -68,8 +68,9 @@ class RunProvenance:
     """Whether tracked files had uncommitted changes (None outside a checkout).
 
     The local runner asks git for it in the background while the run starts, and records
-    it in `run.json` as soon as git answers (a few milliseconds in) and when the run
-    finishes: a run that crashed before git answered records None."""
+    it in `run.json` during the run (once git has answered and the run is still going
+    50 ms later) and when the run finishes: a run that died within that window records
+    None."""
     host: str = ""
     """Host name of the machine that created the run."""
     command: tuple[str, ...] = ()
