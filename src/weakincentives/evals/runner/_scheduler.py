@@ -181,6 +181,9 @@ class LocalRun:
         s = self.settings
         if resume is None:
             config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
+            if git_dirty is not None and git_dirty.done() and provenance is not None:
+                provenance = dataclasses.replace(provenance, git_dirty=git_dirty.result())
+                git_dirty = None  # answered meanwhile: in the manifest from the start
             self.handle = store.create(
                 fingerprint, run_id=run_id, config=config, expected_results=self.planned,
                 provenance=None if provenance is None else serde.dump(provenance),
