@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
 from weakincentives import serde
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
-from weakincentives.redaction import REDACTED, RedactionPolicy, _trie_pattern, default_redactor
+from weakincentives.redaction import REDACTED, RedactionPolicy, _alternation, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
 from weakincentives.runtime.session import TurnUsage
 
@@ -235,5 +235,5 @@ def test_the_guard_word_search_finds_a_word_exactly_where_one_occurs(
     words: list[str], text: str
 ) -> None:
     # The trie-shaped regex (one search per result line) says what `any(w in text)` says.
-    found = re.search(_trie_pattern(words), text) is not None
+    found = re.search(_alternation(words), text) is not None
     assert found == any(word in text for word in words)
