@@ -237,3 +237,30 @@ def test_the_guard_word_search_finds_a_word_exactly_where_one_occurs(
     # The trie-shaped regex (one search per result line) says what `any(w in text)` says.
     found = re.search(_alternation(words), text) is not None
     assert found == any(word in text for word in words)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # One net's find does not hide the next net's: every net reads the text as given.
+        ("Bearer\npostgres://ada:pw-1234@db/app", "Bearer\n[REDACTED]://ada:[REDACTED]@db/app"),
+        ("token: https://ada:pw-1234@db/x", "token: [REDACTED]"),
+        # Overlapping finds are one secret; separate ones stay separate.
+        ("api_key=sk-proj-abcdefghijklmnop1234", "api_key=[REDACTED]"),
+        ("sk-abcdefghijklmnop1234 and sk-zyxwvutsrqponmlk9876", "[REDACTED] and [REDACTED]"),
+        ("password=hunter22-LITERAL-more", "password=[REDACTED]"),
+        ("x LITERAL-value y", "x [REDACTED] y"),
+    ],
+)
+def test_every_net_searches_the_text_as_given(text: str, expected: str) -> None:
+    redactor = RedactionPolicy(secrets=("LITERAL-value", "LITERAL")).redactor({})
+    assert redactor.text(text) == expected
+
+
+def test_a_keep_group_anywhere_in_a_users_pattern_is_kept() -> None:
+    # The text of a match around its `keep` group is replaced; `keep` stays.
+    policy = RedactionPolicy(patterns=(r"ab(?P<keep>cd)ef", r"(?P<keep>id=)\d+"))
+    assert (
+        policy.redactor({}).text("xabcdefy id=42 id=")
+        == "x[REDACTED]cd[REDACTED]y id=[REDACTED] id="
+    )

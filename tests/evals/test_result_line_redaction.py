@@ -171,11 +171,6 @@ def test_the_guard_words_trie_matches_where_the_plain_alternation_does(seed: int
         assert (trie.search(text) is None) == (plain.search(text) is None), (words, text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap of the redaction policy, not of the run store: the Bearer pattern "
-    "takes the URL's scheme as its token, and the URL pattern then misses the password",
-)
 def test_a_bearer_word_right_before_a_url_with_a_password() -> None:
     redactor = default_redactor(environ={})
     assert "pw-1234" not in redactor.text("Bearer\npostgres://ada:pw-1234@db/app")

@@ -100,7 +100,8 @@ from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_m
 from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
-from ._scheduler import LocalRun, RunSettings
+from ._scheduler import LocalRun
+from ._settings import RunSettings
 from ._setup import check_overrides_tags, prepare_scorer
 from ._source import UNHASHED_STREAM, DatasetSource, SampleSource
 from ._target import TargetOptions, make_target

@@ -11,9 +11,8 @@ import contextvars
 import dataclasses
 import functools
 import itertools
-import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
@@ -23,8 +22,7 @@ import anyio.to_thread
 
 from weakincentives import serde
 from weakincentives.clock import Clock
-from weakincentives.errors import ConfigurationError, RunStoreError
-from weakincentives.experiment import Experiment
+from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.threads import WorkerThreads
 
 from .._records import (
@@ -42,12 +40,14 @@ from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, 
 from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
+from ._git_dirty import GitDirty
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
+from ._settings import RunSettings
 from ._source import UNHASHED_STREAM, SampleSource
 from ._target import DeferrableTarget, SampleTarget
 
-__all__ = ["LocalRun", "RunSettings", "error_result", "slim"]
+__all__ = ["LocalRun", "error_result", "slim"]
 
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
@@ -55,49 +55,6 @@ PROGRESS_INTERVAL = 0.1
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
 _Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_log = logging.getLogger(__name__)
-_GIT_DIRTY_GRACE = 0.05  # seconds; see `LocalRun._record_git_dirty`
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RunSettings:
-    """What `evaluate` was asked to run (checked)."""
-
-    experiments: tuple[Experiment, ...]
-    """Experiments, in order, with unique names."""
-    epochs: int
-    """Runs per `(sample, experiment)`."""
-    max_concurrent: int
-    """Worker tasks (and worker threads)."""
-    timeout: float | None
-    """Seconds per sample."""
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        experiments: Iterable[Experiment],
-        epochs: int,
-        max_concurrent: int,
-        timeout: float | None,
-        judge_concurrency: int | None,
-    ) -> RunSettings:
-        """Check the arguments of `evaluate` and keep the ones the run needs."""
-        exps = (experiments,) if isinstance(experiments, Experiment) else tuple(experiments)
-        names = [e.name for e in exps if isinstance(e, Experiment)]
-        if not exps or len(names) != len(exps) or len(set(names)) != len(names):
-            raise ConfigurationError(
-                f"experiments must be one or more Experiments with unique names, got {exps!r}"
-            )
-        for name, value, low in (
-            ("epochs", epochs, 1), ("max_concurrent", max_concurrent, 1),
-            ("judge_concurrency", judge_concurrency, 1),
-        ):  # fmt: skip
-            if value is not None and (not isinstance(value, int) or value < low):
-                raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
-        if timeout is not None and not timeout > 0:
-            raise ConfigurationError(f"timeout must be a positive number of seconds, got {timeout}")
-        return cls(exps, epochs, max_concurrent, timeout)
 
 
 class LocalRun:
@@ -131,9 +88,7 @@ class LocalRun:
         self.progress = progress
         self.run_id: str | None = None
         self.handle: RunHandle | None = None
-        self._git_dirty: Future[bool | None] | None = None  # see `attach`
-        self._finishing = threading.Event()  # `finish` will record git's answer itself
-        self._owner = threading.get_ident()  # the thread that attaches the run
+        self._git_dirty: GitDirty | None = None  # see `attach`
         self.resumed = False
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
@@ -189,8 +144,7 @@ class LocalRun:
                 provenance=None if provenance is None else serde.dump(provenance),
             )  # fmt: skip
             if git_dirty is not None:
-                self._git_dirty = git_dirty
-                git_dirty.add_done_callback(self._record_git_dirty)
+                self._git_dirty = GitDirty(self.handle, git_dirty)
         else:
             if self.source.sha256 is None:
                 raise ConfigurationError(
@@ -209,20 +163,6 @@ class LocalRun:
         start = self.handle.results_path.stat().st_size
         self._offsets = (start, start, 0)
         self.run_id = self.handle.run_id
-
-    def _record_git_dirty(self, answer: Future[bool | None]) -> None:
-        # In git's thread, a few milliseconds into the run: so that a run that crashes
-        # records it too. A run that ends within `_GIT_DIRTY_GRACE` of the answer has
-        # `finish` record it alone (one write of run.json, not two). A failed write is
-        # no failure: `finish` records it again.
-        assert self.handle is not None
-        in_git_thread = threading.get_ident() != self._owner
-        if self._finishing.wait(_GIT_DIRTY_GRACE if in_git_thread else 0):
-            return
-        try:
-            self.handle.record_provenance({"git_dirty": answer.result()})
-        except RunStoreError as exc:
-            _log.warning("cannot record the git dirty flag yet: %s", exc)
 
     async def execute(self) -> None:
         """Run every planned key not done yet; finish the stored run either way."""
@@ -522,8 +462,7 @@ class LocalRun:
         assert self.handle is not None
         final: dict[str, Any] = {}
         if self._git_dirty is not None:  # git's answer, if it did not reach run.json yet
-            self._finishing.set()
-            final["provenance"] = {"git_dirty": self._git_dirty.result()}
+            final["provenance"] = self._git_dirty.final()
         sha256 = self.source.hashed_as_read
         fingerprint = self.handle.manifest.fingerprint
         if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:
