@@ -144,7 +144,7 @@ def report_command(
 
 def _check_slice_key(loaded: EvalReport, key: str) -> None:
     """Fail when no result has `key` in its metadata (the table would be one "None" row)."""
-    keys = {name for result in loaded.results for name in result.metadata}
+    keys = loaded.metadata_keys()
     if key not in keys:
         listed = ", ".join(sorted(keys)) or "none (the samples have no metadata)"
         _fail(f"--slice {key}: no result has that metadata key; the run's keys: {listed}")

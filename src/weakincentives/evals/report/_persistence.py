@@ -108,9 +108,10 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
     report computes with (see `SlimDecoder`); the transcripts, outputs, inputs and
     expected values are skipped without being validated. `experiment_prefix` is put
     before each result's experiment name as it is read. A slim read (no prefix) of a
-    run directory of one experiment and one epoch, each key once, keeps none of its
-    results: they are `StoredResults` over the run's file, which a report's tables
-    stream through (see `report._totals`).
+    run directory in which each key occurs once keeps none of its results: they are
+    `StoredResults` over the run's file, which a report's tables stream through (see
+    `report._totals`); with several experiments or epochs the report keeps a compact
+    form of each result (`StoredResults.compact`, `report._columns`).
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
@@ -183,19 +184,19 @@ def _decoder(slim: bool, prefix: str) -> Callable[[bytes], EvalResult]:
 
 
 def _streamed_run(path: Path) -> StoredResults | None:
-    """A run's `results.jsonl` as `StoredResults`: one experiment and epoch, keys once.
+    """A run's `results.jsonl` as `StoredResults` when each key occurs once.
 
     One quick pass reads each line's key only and keeps its 64-bit hash (8 bytes per
     line; two keys whose hashes collide, a 1 in 2**64 chance, only send the file to the
-    full reader).
-    None when the file needs the full reader instead: a second experiment or epoch (the
-    report compares or clusters results side by side: the scan stops there), a key
-    recorded twice (a retry:
+    full reader). With several experiments or epochs the results are `compact` (the
+    report compares or clusters them side by side from a compact form of each).
+    None when the file needs the full reader instead: a key recorded twice (a retry:
     the last line wins), a blank line, a last line cut short, or a line whose key does
     not read (the full reader names its file:line).
     """
     decode = _key_decoder()
     first: tuple[str, int] | None = None
+    several = False
     seen: array[int] = array("q")
     count = end = 0
     try:
@@ -208,7 +209,7 @@ def _streamed_run(path: Path) -> StoredResults | None:
                 if first is None:
                     first = part
                 elif part != first:
-                    return None  # comparisons, epochs: the report holds the results
+                    several = True  # comparisons, epochs: a compact form of each result
                 seen.append(hash((key.sample_id, key.experiment_name, key.epoch)))
                 count += 1
                 end += len(raw)
@@ -218,7 +219,7 @@ def _streamed_run(path: Path) -> StoredResults | None:
         return None
     return StoredResults(
         path, start=0, end=end, count=count, report_fields=True, unique_keys=True,
-        streamed=True,
+        streamed=True, compact=several,
     )  # fmt: skip
 
 
