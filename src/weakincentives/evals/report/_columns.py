@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from weakincentives.errors import InvalidStatisticError
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ._comparison import ExperimentComparison, FlippedSample
+    from ._cost import CostDelta
 
 # `_comparison` is imported where it is used: a run imports this module (through the
 # report) without comparing anything.
@@ -132,21 +132,17 @@ class ResultColumns:
 
         return bool(np.unique(self.cluster_keys(rows)).size < rows.size)
 
-    def passes(self, rows: npt.NDArray[np.intp]) -> list[float]:
+    def passes(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         """1.0 / 0.0 per result of `rows`."""
         import numpy as np
 
-        values: list[float] = (
-            np.frombuffer(self.passed, dtype=np.uint8)[rows].astype(np.float64).tolist()
-        )
-        return values
+        return np.frombuffer(self.passed, dtype=np.uint8)[rows].astype(np.float64)
 
-    def scores(self, rows: npt.NDArray[np.intp]) -> list[float]:
+    def scores(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         """The score of each result of `rows` (errors 0)."""
         import numpy as np
 
-        values: list[float] = np.frombuffer(self.score, dtype=np.float64)[rows].tolist()
-        return values
+        return np.frombuffer(self.score, dtype=np.float64)[rows]
 
     # -- what groups results by sample ---------------------------------------------------
 
@@ -191,31 +187,32 @@ class ResultColumns:
 
     # -- comparisons ---------------------------------------------------------------------
 
-    def outcome_columns(self, experiment: str) -> dict[str, Any]:
-        """One experiment's `Outcomes` fields (sample ids as indexes), and its row numbers."""
+    def cost_delta(self, baseline: str, treatment: str) -> CostDelta | None:
+        """`paired_cost_delta` of two experiments, on arrays (the same numbers).
+
+        The treatment's priced results in order, each with its baseline partner's cost
+        when that is priced: the differences and the baseline costs reach
+        `delta_of_pairs` as the lists `paired_cost_delta` makes, one entry per pair.
+        """
         import numpy as np
 
-        rows = self.rows(experiment)
-        return {
-            "rows": rows,
-            "sample_ids": np.frombuffer(self.sample, dtype=np.uint32)[rows].tolist(),
-            "epochs": np.frombuffer(self.epoch, dtype=np.int32)[rows].tolist(),
-            "passed": np.frombuffer(self.passed, dtype=np.uint8)[rows].astype(bool).tolist(),
-            "scores": self.scores(rows),
-        }
+        from ._cost import delta_of_pairs
 
-    def cost_rows(self, experiment: str) -> Sequence[tuple[str, int, float | None, float | None]]:
-        """`(sample, epoch, cost, judge_cost)` per result (what `paired_cost_delta` reads)."""
         if self.cost is None or self.judge_cost is None:
-            return ()
-        rows = self.rows(experiment).tolist()
-        cost, judge = self.cost, self.judge_cost
-        names, samples, epochs = self.samples, self.sample, self.epoch
-        return [(names[samples[i]], epochs[i], _priced(cost[i]), _priced(judge[i])) for i in rows]
-
-
-def _priced(value: float) -> float | None:
-    return None if math.isnan(value) else value
+            return None  # no result is priced
+        cost = np.frombuffer(self.cost, dtype=np.float64)
+        judge = np.frombuffer(self.judge_cost, dtype=np.float64)
+        total = cost + np.where(np.isnan(judge), 0.0, judge)  # `result_cost`: NaN unpriced
+        base_rows, treat_rows = self.rows(baseline), self.rows(treatment)
+        treat_rows = treat_rows[~np.isnan(total[treat_rows])]
+        if not treat_rows.size:
+            return None
+        key, _ = _pair_keys(self)
+        j, i, _, _ = _match(key[treat_rows], key[base_rows])
+        after, earlier = total[treat_rows[j]], total[base_rows[i]]
+        priced = ~np.isnan(earlier)
+        before = earlier[priced]
+        return delta_of_pairs((after[priced] - before).tolist(), before.tolist())
 
 
 def compare_columns(
@@ -230,43 +227,110 @@ def compare_columns(
 ) -> ExperimentComparison:
     """`compare_results` of two experiments of `columns`: the same comparison, to the bit.
 
-    The flipped pairs read their results back with `read_at(offset)` when asked for.
+    `compare_outcomes`, on arrays: pairs are matched by sorting keys rather than through
+    a dict, and the statistics get numpy arrays of the same float64 values in the same
+    order (`stats` takes them without a Python object per value), so the comparison
+    costs a few arrays, not a few hundred bytes per result. Each key occurs once in a
+    compact run, so no result is a duplicate. The flipped pairs read their results
+    back with `read_at(offset)` when asked for.
     """
-    from ._comparison import (
-        ExperimentComparison,
-        Outcomes,
-        _Comparison,  # pyright: ignore[reportPrivateUsage]
-        compare_outcomes,
-    )
+    import numpy as np
 
-    base = columns.outcome_columns(baseline_name)
-    treat = columns.outcome_columns(treatment_name)
-    base_rows, treat_rows = base.pop("rows"), treat.pop("rows")
-    c = compare_outcomes(
-        Outcomes(**base), Outcomes(**treat), baseline_name=baseline_name,
-        treatment_name=treatment_name, confidence=confidence,
-        bootstrap_resamples=bootstrap_resamples, seed=seed,
-    )  # fmt: skip
-    names, offsets = columns.samples, columns.offset
-    samples, epochs = base["sample_ids"], base["epochs"]
+    from ._comparison import ExperimentComparison
 
-    def flipped(pairs: Sequence[tuple[int, int]]) -> tuple[FlippedSample, ...]:
-        flips = StoredFlips(names, read_at)
-        for i, j in pairs:
-            flips.add(samples[i], epochs[i], offsets[base_rows[i]], offsets[treat_rows[j]])
+    base_rows, treat_rows = columns.rows(baseline_name), columns.rows(treatment_name)
+    key, sample = _pair_keys(columns)
+    i, j, lone_base, lone_treat = _match(key[base_rows], key[treat_rows])
+    base, treat = base_rows[i], treat_rows[j]
+    pair_samples = sample[base]
+    clusters = pair_samples if np.unique(pair_samples).size < pair_samples.size else None
+    passed = np.frombuffer(columns.passed, dtype=np.uint8)
+    score = np.frombuffer(columns.score, dtype=np.float64)
+    base_passed, treat_passed = passed[base].astype(np.float64), passed[treat].astype(np.float64)
+    paired = score_paired = None
+    if i.size:
+        paired, score_paired = stats.paired_comparisons(
+            [(base_passed, treat_passed, True), (score[base], score[treat], None)],
+            confidence=confidence, bootstrap_resamples=bootstrap_resamples, seed=seed,
+            clusters=None if clusters is None else _seq(clusters),
+        )  # fmt: skip
+    names, epochs = columns.samples, columns.epoch
+
+    def flips(mask: npt.NDArray[np.bool_]) -> tuple[FlippedSample, ...]:
+        found = StoredFlips(names, read_at)
+        for b, t in zip(base[mask].tolist(), treat[mask].tolist(), strict=True):
+            found.add(columns.sample[b], epochs[b], columns.offset[b], columns.offset[t])
         # A Sequence, not a tuple: its FlippedSamples are made (and their results read)
         # when asked for; `flip_keys` reads none.
-        return cast(tuple[FlippedSample, ...], flips)
+        return cast("tuple[FlippedSample, ...]", found)
 
-    shared: dict[str, Any] = {f.name: getattr(c, f.name) for f in fields(_Comparison)}
-    shared.update(
-        regressions=flipped(c.regressions),
-        improvements=flipped(c.improvements),
-        # The sample ids were indexes into `names` (`outcome_columns`).
-        unpaired_baseline=tuple((names[cast(int, s)], e) for s, e in c.unpaired_baseline),
-        unpaired_treatment=tuple((names[cast(int, s)], e) for s, e in c.unpaired_treatment),
+    def keys(rows: npt.NDArray[np.intp]) -> tuple[tuple[str, int], ...]:
+        return tuple((names[columns.sample[r]], epochs[r]) for r in rows.tolist())
+
+    return ExperimentComparison(
+        baseline_name=baseline_name, treatment_name=treatment_name,
+        baseline=_rate(columns, base_rows, confidence),
+        treatment=_rate(columns, treat_rows, confidence),
+        n_pairs=int(i.size), paired=paired, score_paired=score_paired,
+        regressions=flips((base_passed == 1.0) & (treat_passed == 0.0)),
+        improvements=flips((base_passed == 0.0) & (treat_passed == 1.0)),
+        unpaired_baseline=keys(base_rows[lone_base]),
+        unpaired_treatment=keys(treat_rows[lone_treat]),
+    )  # fmt: skip
+
+
+def _pair_keys(columns: ResultColumns) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One integer per `(sample, epoch)` of each result, and each result's sample index."""
+    import numpy as np
+
+    sample = np.frombuffer(columns.sample, dtype=np.uint32).astype(np.int64)
+    epoch = np.frombuffer(columns.epoch, dtype=np.int32).astype(np.int64)
+    low = int(epoch.min()) if epoch.size else 0
+    span = int(epoch.max()) - low + 1 if epoch.size else 1
+    key: npt.NDArray[np.int64] = sample * span + (epoch - low)
+    return key, sample
+
+
+def _match(
+    base: npt.NDArray[np.int64], treat: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], ...]:
+    """Pairs `(i, j)` with `base[i] == treat[j]` in `base`'s order, and the unpaired.
+
+    Returns `i`, `j`, the positions of `base` without a partner, then of `treat` (each
+    in order). Keys are unique on each side.
+    """
+    import numpy as np
+
+    order = np.argsort(treat, kind="stable")
+    ranked = treat[order]
+    at = np.minimum(np.searchsorted(ranked, base), max(ranked.size - 1, 0))
+    found = ranked[at] == base if ranked.size else np.zeros(base.size, dtype=bool)
+    i = np.flatnonzero(found)
+    j = order[at[found]]
+    partnered = np.zeros(treat.size, dtype=bool)
+    partnered[j] = True
+    return i, j, np.flatnonzero(~found), np.flatnonzero(~partnered)
+
+
+def _rate(
+    columns: ResultColumns, rows: npt.NDArray[np.intp], confidence: float
+) -> stats.RateEstimate:
+    """`_comparison._rate` of one experiment: its pass rate, clustered on repeats."""
+    import numpy as np
+
+    sample = np.frombuffer(columns.sample, dtype=np.uint32)[rows].astype(np.int64)
+    summary = stats.summarize_outcomes(
+        _seq(np.frombuffer(columns.passed, dtype=np.uint8)[rows]),
+        _seq(np.frombuffer(columns.score, dtype=np.float64)[rows]),
+        clusters=_seq(sample) if np.unique(sample).size < sample.size else None,
+        confidence=confidence,
     )
-    return ExperimentComparison(**shared)
+    return summary.rate()
+
+
+def _seq(values: npt.NDArray[Any]) -> Sequence[Any]:
+    """`values` as the sequence `stats` takes: it reads numpy arrays as arrays (no copy)."""
+    return cast("Sequence[Any]", values)
 
 
 class StoredFlips(Sequence["FlippedSample"]):

@@ -10,8 +10,9 @@ results, to the bit (`tests/evals/test_report_compact.py` checks every one).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .. import stats
 from .._records import EvalResult
@@ -25,7 +26,7 @@ from ._analysis import (
     summary_of_totals,
 )
 from ._columns import ResultColumns, compare_columns
-from ._cost import CostDelta, paired_cost_delta
+from ._cost import CostDelta
 from ._totals import ResultTotals, TotalsByExperiment
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ __all__ = ["CompactView", "clustered_summary", "fewest_attempts", "metadata_keys
 class CompactView:
     """The columns of a stored run, seen from the whole report or from one experiment."""
 
-    __slots__ = ("_results", "columns", "scope", "totals")
+    __slots__ = ("_results", "_sliced", "columns", "metadata_keys", "scope", "totals")
 
     def __init__(
         self,
@@ -48,12 +49,18 @@ class CompactView:
         columns: ResultColumns,
         totals: TotalsByExperiment,
         scope: str | None = None,
+        *,
+        metadata_keys: set[str],
+        sliced: dict[GroupKey, _Sliced] | None = None,
     ) -> None:
         """A view of `columns` (of `results`), of every result or of experiment `scope`."""
         self._results = results
         self.columns = columns
         self.totals = totals
         self.scope = scope
+        self.metadata_keys = metadata_keys
+        """Every metadata key of the run's results."""
+        self._sliced: dict[GroupKey, _Sliced] = {} if sliced is None else sliced
 
     @classmethod
     def read(cls, results: Sequence[EvalResult]) -> CompactView | None:
@@ -64,19 +71,24 @@ class CompactView:
         if not (isinstance(results, StoredResults) and results.compact):
             return None
         columns = ResultColumns()
+        keys: set[str] = set()
 
         def feed() -> Iterator[EvalResult]:
             for offset, result in results.positions():
                 columns.add(offset, result)
+                keys.update(result.metadata)
                 yield result
 
         totals = TotalsByExperiment.of(feed())
         columns.finish()
-        return cls(results, columns, totals)
+        return cls(results, columns, totals, metadata_keys=keys)
 
     def scoped(self, experiment: str) -> CompactView:
         """The view of one experiment's results."""
-        return CompactView(self._results, self.columns, self.totals.part(experiment), experiment)
+        return CompactView(
+            self._results, self.columns, self.totals.part(experiment), experiment,
+            metadata_keys=self.metadata_keys, sliced=self._sliced,
+        )  # fmt: skip
 
     def part_results(self, experiment: str) -> StoredResults:
         """The results of one experiment, read from the file if asked for."""
@@ -132,39 +144,33 @@ class CompactView:
 
     def cost_delta(self, baseline: str, treatment: str) -> CostDelta | None:
         """`cost_delta` of two experiments' results."""
-        return paired_cost_delta(
-            self.columns.cost_rows(baseline), self.columns.cost_rows(treatment)
-        )
+        return self.columns.cost_delta(baseline, treatment)
 
     def slices(self, key: GroupKey, *, confidence: float) -> dict[Hashable, Summary]:
-        """`{value: summarize(group)}` of `slice_by(key)`: one more pass over the file."""
-        rows = self._rows()
-        values: list[Hashable] = []
-        totals: dict[Hashable, ResultTotals] = {}
-        codes: list[int] = []
-        index: dict[Hashable, int] = {}
-        for result in _scope(self._results.stream(), self.scope):
-            value = _value(key, result)
-            code = index.get(value)
-            if code is None:
-                code = index[value] = len(values)
-                values.append(value)
-                totals[value] = ResultTotals()
-            codes.append(code)
-            totals[value].add(result)
+        """`{value: summarize(group)}` of `slice_by(key)`.
+
+        The first slice by `key` of any view of the run reads the file once more and
+        counts, per value, for the whole run and for each experiment at once (4 bytes
+        per result: its value's index); the other views use those counts.
+        """
         import numpy as np
 
-        by_value = np.asarray(codes, dtype=np.intp)
-        del codes
+        sliced = self._sliced.get(key)
+        if sliced is None:
+            sliced = self._sliced[key] = _slice(self._results.stream(), key)
+        values, codes, totals = sliced
+        by_value = np.frombuffer(codes, dtype=np.int32)
+        rows = self._rows()
         out: dict[Hashable, Summary] = {}
-        for code, value in enumerate(values):
-            group = rows[by_value == code]
+        for (scope, code), counted in totals.items():
+            if scope != self.scope:
+                continue
+            group = rows[by_value[rows] == code]
             if self.columns.repeats(group):
-                out[value] = clustered_summary(
-                    self.columns, group, totals[value], confidence=confidence
-                )
+                summary = clustered_summary(self.columns, group, counted, confidence=confidence)
             else:
-                out[value] = summary_of_totals(totals[value], confidence=confidence)
+                summary = summary_of_totals(counted, confidence=confidence)
+            out[values[code]] = summary
         return out
 
 
@@ -172,18 +178,26 @@ def clustered_summary(
     columns: ResultColumns, rows: npt.NDArray[np.intp], totals: ResultTotals, *,
     confidence: float,
 ) -> Summary:  # fmt: skip
-    """`summarize` of the results of `rows` (some sample repeats), from the columns."""
+    """`summarize` of the results of `rows` (some sample repeats), from the columns.
+
+    The statistics get numpy arrays of the values `summarize` gives them as lists (the
+    same float64 values, in the same order; integer cluster keys coded in the same
+    first-seen order), so nothing is made per result.
+    """
     import numpy as np
 
-    passes = columns.passes(rows)
-    scores = columns.scores(rows)
-    keys = columns.cluster_keys(rows).tolist()
-    n = len(scores)
-    passed = int(sum(passes))
-    out = stats.summarize_outcomes(passes, scores, clusters=keys, confidence=confidence)
+    passes, scores = columns.passes(rows), columns.scores(rows)
+    keys = columns.cluster_keys(rows)
+    n = int(scores.size)
+    passed = int(passes.sum())
+    out = stats.summarize_outcomes(
+        cast("Sequence[float]", passes), cast("Sequence[float]", scores),
+        clusters=cast("Sequence[Hashable]", keys), confidence=confidence,
+    )  # fmt: skip
     return Summary(
         n=n, passed=passed, errors=totals.errors, pass_rate=passed / n, confidence=confidence,
-        metrics=totals.metric_means(), min=min(scores), max=max(scores),
+        # `min` and `max` as over the list: the first of equal values (0.0 before -0.0).
+        metrics=totals.metric_means(), min=float(min(scores)), max=float(max(scores)),
         pass_rate_low=out.pass_rate_low, pass_rate_high=out.pass_rate_high, mean=out.mean,
         std=float(np.std(scores, ddof=1)) if n > 1 else float("nan"), se=out.se,
         mean_low=out.mean_low, mean_high=out.mean_high, n_clusters=out.n_clusters,
@@ -220,8 +234,10 @@ def stored_slices(
     return {value: summary_of_totals(t, confidence=confidence) for value, t in totals.items()}
 
 
-def metadata_keys(results: Sequence[EvalResult]) -> set[str]:
+def metadata_keys(results: Sequence[EvalResult], compact: CompactView | None) -> set[str]:
     """Every metadata key some result has (streamed from a stored run's file)."""
+    if compact is not None:
+        return set(compact.metadata_keys)
     keys: set[str] = set()
     streamed = isinstance(results, StoredResults) and results.streamed
     for result in results.stream() if isinstance(results, StoredResults) and streamed else results:
@@ -243,7 +259,26 @@ def _value(key: GroupKey, result: EvalResult) -> Hashable:
     return _hashable(_key_function(key)(result), key, result)
 
 
-def _scope(results: Iterator[EvalResult], experiment: str | None) -> Iterator[EvalResult]:
-    if experiment is None:
-        return results
-    return (r for r in results if r.experiment_name == experiment)
+_Sliced = tuple["list[Hashable]", "array[int]", "dict[tuple[str | None, int], ResultTotals]"]
+"""A slice's values (first seen first), each result's value index, and the totals of
+each `(experiment or None for all, value index)`, in order of first appearance."""
+
+
+def _slice(results: Iterator[EvalResult], key: GroupKey) -> _Sliced:
+    values: list[Hashable] = []
+    index: dict[Hashable, int] = {}
+    codes = array("i")
+    totals: dict[tuple[str | None, int], ResultTotals] = {}
+    for result in results:
+        value = _value(key, result)
+        code = index.get(value)
+        if code is None:
+            code = index[value] = len(values)
+            values.append(value)
+        codes.append(code)
+        for scope in (None, result.experiment_name):
+            part = totals.get((scope, code))
+            if part is None:
+                part = totals[scope, code] = ResultTotals()
+            part.add(result)
+    return values, codes, totals

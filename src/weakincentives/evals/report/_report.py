@@ -496,7 +496,7 @@ class EvalReport:
 
     def metadata_keys(self) -> set[str]:
         """Every metadata key some result has (a stored run's file is read once more)."""
-        return metadata_keys(self.results)
+        return metadata_keys(self.results, self._compact)
 
     # -- output ---------------------------------------------------------------------
 
