@@ -77,10 +77,12 @@ def _path_of(run: str, runs_dir: Path) -> Path:
         _fail(exc)
 
 
-def _read(path: Path, experiment_prefix: str = "") -> EvalReport:
-    # The manifest is read (and its format version checked) by `EvalReport.load`.
+def _read(path: Path, experiment_prefix: str = "", *, hold: bool = False) -> EvalReport:
+    # The manifest is read (and its format version checked) by `EvalReport.load`. A
+    # report streams a run's file (`hold`: every result is read into memory, for the
+    # HTML report and `compare`, which use them all).
     try:
-        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix)
+        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix, hold=hold)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 
@@ -109,7 +111,7 @@ def report_command(
     from rich.console import Console
 
     path = _path_of(run, runs_dir)
-    loaded = _read(path)
+    loaded = _read(path, hold=html is not None)
     provenance = run_provenance(path, loaded.config)
     info = run_info_of(loaded.config)
     if slice_key is not None:
@@ -203,7 +205,7 @@ def compare_command(
     """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
     path_a = _path_of(run_a, runs_dir)
     if run_b is None:
-        first, second, prefixes = _read(path_a), None, ("", "")
+        first, second, prefixes = _read(path_a, hold=True), None, ("", "")
     else:
         # Two runs are read with their experiments named as the comparison labels them.
         path_b = _path_of(run_b, runs_dir)

@@ -100,7 +100,9 @@ def write_report(
     return target
 
 
-def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> LoadedReport:
+def read_report(
+    path: StrPath, *, slim: bool = False, experiment_prefix: str = "", hold: bool = False
+) -> LoadedReport:
     """Read a saved report, a bare results JSONL file, or a run directory.
 
     The file is streamed: one line at a time is read, and of a run directory only the
@@ -111,7 +113,8 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
     run directory in which each key occurs once keeps none of its results: they are
     `StoredResults` over the run's file, which a report's tables stream through (see
     `report._totals`); with several experiments or epochs the report keeps a compact
-    form of each result (`StoredResults.compact`, `report._columns`).
+    form of each result (`StoredResults.compact`, `report._columns`). `hold=True` reads
+    every result into memory instead (for a caller that uses them all, side by side).
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
@@ -125,7 +128,8 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
         manifest = _read_manifest(source / MANIFEST_FILE)
         # The run store appends a new line when a key is re-run: the last line wins.
         # Without re-runs (one line per key), a slim read streams the file instead.
-        streamed = _streamed_run(source / RESULTS_FILE) if slim and not experiment_prefix else None
+        streams = slim and not experiment_prefix and not hold
+        streamed = _streamed_run(source / RESULTS_FILE) if streams else None
         if streamed is not None:
             loaded = LoadedReport(results=streamed)
         else:

@@ -107,8 +107,7 @@ class EvalReport:
 
     @cached_property
     def _totals(self) -> TotalsByExperiment:
-        # One pass over the results; a run store's are streamed from its file, not kept
-        # (`StoredResults.streamed`; with a compact form of each kept, `_compact`).
+        # One pass; a run store's results are streamed, not kept (`StoredResults.streamed`).
         results = self.results
         if (compact := self._compact) is not None:
             return compact.totals
@@ -515,7 +514,9 @@ class EvalReport:
         )
 
     @classmethod
-    def load(cls, path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> EvalReport:
+    def load(
+        cls, path: StrPath, *, slim: bool = False, experiment_prefix: str = "", hold: bool = False
+    ) -> EvalReport:
         """Read a report saved by `save`, a bare results JSONL, or a run directory.
 
         A run directory holds `results.jsonl` (one `EvalResult` per line; when a key
@@ -529,10 +530,10 @@ class EvalReport:
         output, input, expected, environment, ids) is skipped without being validated:
         the same numbers, read several times faster, in a fraction of the memory. This
         is what `wink eval report` and `wink eval compare` read. A slim read of a run
-        directory in which each key occurs once holds none of its results: they are a
-        `StoredResults` over the run's file, streamed for the report's tables (with a
-        compact form of each kept for comparisons and epochs: `report._columns`) and
-        read back when asked for (keep the directory while the report is in use).
+        directory in which each key occurs once holds none of its results (unless
+        `hold`): a `StoredResults` over the run's file, streamed for the tables (and a
+        compact form of each kept for comparisons and epochs, `report._columns`), read
+        back when asked for (keep the directory while the report is in use).
 
         `experiment_prefix` is put before each result's experiment name as it is read:
         `wink eval compare RUN_A RUN_B` reads the experiments of each run as `RUN/NAME`
@@ -541,7 +542,7 @@ class EvalReport:
         Raises:
             InvalidReportError: unknown format version, or a corrupt line (file:line).
         """
-        loaded = read_report(path, slim=slim, experiment_prefix=experiment_prefix)
+        loaded = read_report(path, slim=slim, experiment_prefix=experiment_prefix, hold=hold)
         return cls(
             results=loaded.results,
             expected_count=loaded.expected_count,
