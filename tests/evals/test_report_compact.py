@@ -222,14 +222,15 @@ def test_the_compact_form_grows_by_a_few_bytes_per_result(tmp_path: Path) -> Non
     assert (large - small) / 9_000 < 250
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("shape", [*SHAPES, "single"])
 @pytest.mark.parametrize(
     "args", [[], ["--json"], ["--slice", "topic"], ["--json", "--slice", "level"]]
 )
 def test_wink_eval_report_prints_the_bytes_it_printed_from_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str, args: list[str]
 ) -> None:
-    experiments, epochs = SHAPES[shape]
+    # "single": one experiment, one epoch (streamed without columns; a slice counts).
+    experiments, epochs = SHAPES.get(shape, (("base",), 1))
     run = write_run(tmp_path / "runs", results(40, experiments, epochs, seed=4))
     monkeypatch.setenv("COLUMNS", "160")
     argv = ["eval", "report", str(run), *args]

@@ -5,8 +5,10 @@ of it in memory; the report it returns holds a `StoredResults` instead of a tupl
 byte range of `results.jsonl` that call wrote, read back (and kept) the first time the
 results are asked for. `len()` needs no reading. A run of a million samples therefore
 costs the runner no memory per sample; the report's tables are computed in one pass
-that streams the file (`stream()`, see `report._totals`), and only what needs every
-result at once (comparisons, slices, clustered intervals) reads and holds them.
+that streams the file (`stream()`, see `report._totals`). What compares results side by
+side (experiments, epochs) reads and holds them, except for a run directory read back
+by `EvalReport.load(slim=True)` (`compact`), whose report keeps a compact form of each
+result from that pass instead (`report._columns`).
 """
 
 from __future__ import annotations
