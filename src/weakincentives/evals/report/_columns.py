@@ -207,8 +207,7 @@ class ResultColumns:
         treat_rows = treat_rows[~np.isnan(total[treat_rows])]
         if not treat_rows.size:
             return None
-        key, _ = _pair_keys(self)
-        j, i, _, _ = _match(key[treat_rows], key[base_rows])
+        j, i, _, _ = _match(_pair_keys(self, treat_rows), _pair_keys(self, base_rows))
         after, earlier = total[treat_rows[j]], total[base_rows[i]]
         priced = ~np.isnan(earlier)
         before = earlier[priced]
@@ -239,11 +238,11 @@ def compare_columns(
     from ._comparison import ExperimentComparison
 
     base_rows, treat_rows = columns.rows(baseline_name), columns.rows(treatment_name)
-    key, sample = _pair_keys(columns)
-    i, j, lone_base, lone_treat = _match(key[base_rows], key[treat_rows])
+    found = _match(_pair_keys(columns, base_rows), _pair_keys(columns, treat_rows))
+    i, j, lone_base, lone_treat = found
     base, treat = base_rows[i], treat_rows[j]
-    pair_samples = sample[base]
-    clusters = pair_samples if np.unique(pair_samples).size < pair_samples.size else None
+    # Cluster by sample only when some sample has several paired epochs.
+    clusters = _samples_if_repeated(columns, base)
     passed = np.frombuffer(columns.passed, dtype=np.uint8)
     score = np.frombuffer(columns.score, dtype=np.float64)
     base_passed, treat_passed = passed[base].astype(np.float64), passed[treat].astype(np.float64)
@@ -279,16 +278,33 @@ def compare_columns(
     )  # fmt: skip
 
 
-def _pair_keys(columns: ResultColumns) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """One integer per `(sample, epoch)` of each result, and each result's sample index."""
+def _pair_keys(columns: ResultColumns, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+    """One integer per `(sample, epoch)` of each result of `rows` (the same for any rows)."""
     import numpy as np
 
-    sample = np.frombuffer(columns.sample, dtype=np.uint32).astype(np.int64)
-    epoch = np.frombuffer(columns.epoch, dtype=np.int32).astype(np.int64)
-    low = int(epoch.min()) if epoch.size else 0
-    span = int(epoch.max()) - low + 1 if epoch.size else 1
-    key: npt.NDArray[np.int64] = sample * span + (epoch - low)
-    return key, sample
+    every = np.frombuffer(columns.epoch, dtype=np.int32)
+    low = int(every.min()) if every.size else 0
+    span = int(every.max()) - low + 1 if every.size else 1
+    sample = np.frombuffer(columns.sample, dtype=np.uint32)[rows].astype(np.int64)
+    key: npt.NDArray[np.int64] = sample * span + (every[rows].astype(np.int64) - low)
+    return key
+
+
+def _samples_if_repeated(
+    columns: ResultColumns, rows: npt.NDArray[np.intp]
+) -> npt.NDArray[np.int64] | None:
+    """The sample index of each result of `rows` when some sample occurs twice, else None.
+
+    `stats.repeated_samples` on integers; one epoch among `rows` (keys occur once) means
+    no sample repeats, which needs no sort to tell.
+    """
+    import numpy as np
+
+    epochs = np.frombuffer(columns.epoch, dtype=np.int32)[rows]
+    if not epochs.size or int(epochs.min()) == int(epochs.max()):
+        return None
+    sample = np.frombuffer(columns.sample, dtype=np.uint32)[rows].astype(np.int64)
+    return sample if np.unique(sample).size < sample.size else None
 
 
 def _match(
@@ -318,11 +334,11 @@ def _rate(
     """`_comparison._rate` of one experiment: its pass rate, clustered on repeats."""
     import numpy as np
 
-    sample = np.frombuffer(columns.sample, dtype=np.uint32)[rows].astype(np.int64)
+    clusters = _samples_if_repeated(columns, rows)
     summary = stats.summarize_outcomes(
         _seq(np.frombuffer(columns.passed, dtype=np.uint8)[rows]),
         _seq(np.frombuffer(columns.score, dtype=np.float64)[rows]),
-        clusters=_seq(sample) if np.unique(sample).size < sample.size else None,
+        clusters=None if clusters is None else _seq(clusters),
         confidence=confidence,
     )
     return summary.rate()

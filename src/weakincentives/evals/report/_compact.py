@@ -103,14 +103,21 @@ class CompactView:
     def _rows(self) -> npt.NDArray[np.intp]:
         return self.columns.rows(self.scope)
 
+    def _single_epochs(self) -> bool:
+        # Each key once: with one epoch per experiment, no sample repeats (and no group
+        # of these results), which then costs no pass over the columns to tell.
+        return all(len(epochs) < 2 for epochs in self.totals.epochs_by_experiment.values())
+
     def repeats(self) -> bool:
         """Whether some sample has more than one result in an experiment (epochs)."""
-        return self.columns.repeats(self._rows())
+        return not self._single_epochs() and self.columns.repeats(self._rows())
 
     def summary(self, *, confidence: float) -> Summary:
         """`summarize(results, confidence=confidence)` (clustered by sample on repeats)."""
-        rows = self._rows()
         overall = self.totals.overall
+        if self._single_epochs():
+            return summary_of_totals(overall, confidence=confidence)
+        rows = self._rows()
         if not rows.size or not self.columns.repeats(rows):
             return summary_of_totals(overall, confidence=confidence)
         return clustered_summary(self.columns, rows, overall, confidence=confidence)
@@ -160,13 +167,13 @@ class CompactView:
             sliced = self._sliced[key] = _slice(self._results.stream(), key)
         values, codes, totals = sliced
         by_value = np.frombuffer(codes, dtype=np.int32)
-        rows = self._rows()
+        single, rows = self._single_epochs(), self._rows()
         out: dict[Hashable, Summary] = {}
         for (scope, code), counted in totals.items():
             if scope != self.scope:
                 continue
-            group = rows[by_value[rows] == code]
-            if self.columns.repeats(group):
+            group = rows if single else rows[by_value[rows] == code]
+            if not single and self.columns.repeats(group):
                 summary = clustered_summary(self.columns, group, counted, confidence=confidence)
             else:
                 summary = summary_of_totals(counted, confidence=confidence)
