@@ -115,6 +115,7 @@ def report_command(
     provenance = run_provenance(path, loaded.config)
     info = run_info_of(loaded.config)
     if slice_key is not None:
+        loaded.slice_by(slice_key)  # first: a stored run counts it in its one pass
         _check_slice_key(loaded, slice_key)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)

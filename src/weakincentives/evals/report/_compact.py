@@ -63,25 +63,32 @@ class CompactView:
         self._sliced: dict[GroupKey, _Sliced] = {} if sliced is None else sliced
 
     @classmethod
-    def read(cls, results: Sequence[EvalResult]) -> CompactView | None:
+    def read(
+        cls, results: Sequence[EvalResult], *, slice_key: GroupKey | None = None
+    ) -> CompactView | None:
         """Count the totals and keep the columns of `results`, in one pass over the file.
 
-        None unless `results` are `StoredResults` that want it (`compact`).
+        With `slice_key`, that pass counts the slices by it too (see `slices`). None
+        unless `results` are `StoredResults` that want it (`compact`).
         """
         if not (isinstance(results, StoredResults) and results.compact):
             return None
         columns = ResultColumns()
         keys: set[str] = set()
+        slicer = None if slice_key is None else _Slicer(slice_key)
 
         def feed() -> Iterator[EvalResult]:
             for offset, result in results.positions():
                 columns.add(offset, result)
                 keys.update(result.metadata)
+                if slicer is not None:
+                    slicer.add(result)
                 yield result
 
         totals = TotalsByExperiment.of(feed())
         columns.finish()
-        return cls(results, columns, totals, metadata_keys=keys)
+        sliced = {} if slicer is None else {slicer.key: slicer.done()}
+        return cls(results, columns, totals, metadata_keys=keys, sliced=sliced)
 
     def scoped(self, experiment: str) -> CompactView:
         """The view of one experiment's results."""
@@ -164,7 +171,10 @@ class CompactView:
 
         sliced = self._sliced.get(key)
         if sliced is None:
-            sliced = self._sliced[key] = _slice(self._results.stream(), key)
+            slicer = _Slicer(key)
+            for result in self._results.stream():
+                slicer.add(result)
+            sliced = self._sliced[key] = slicer.done()
         values, codes, totals = sliced
         by_value = np.frombuffer(codes, dtype=np.int32)
         single, rows = self._single_epochs(), self._rows()
@@ -271,21 +281,28 @@ _Sliced = tuple["list[Hashable]", "array[int]", "dict[tuple[str | None, int], Re
 each `(experiment or None for all, value index)`, in order of first appearance."""
 
 
-def _slice(results: Iterator[EvalResult], key: GroupKey) -> _Sliced:
-    values: list[Hashable] = []
-    index: dict[Hashable, int] = {}
-    codes = array("i")
-    totals: dict[tuple[str | None, int], ResultTotals] = {}
-    for result in results:
-        value = _value(key, result)
-        code = index.get(value)
+class _Slicer:
+    """Counts a slice by `key` as results go by, for every result and per experiment."""
+
+    def __init__(self, key: GroupKey) -> None:
+        self.key = key
+        self._values: list[Hashable] = []
+        self._index: dict[Hashable, int] = {}
+        self._codes = array("i")
+        self._totals: dict[tuple[str | None, int], ResultTotals] = {}
+
+    def add(self, result: EvalResult) -> None:
+        value = _value(self.key, result)
+        code = self._index.get(value)
         if code is None:
-            code = index[value] = len(values)
-            values.append(value)
-        codes.append(code)
+            code = self._index[value] = len(self._values)
+            self._values.append(value)
+        self._codes.append(code)
         for scope in (None, result.experiment_name):
-            part = totals.get((scope, code))
+            part = self._totals.get((scope, code))
             if part is None:
-                part = totals[scope, code] = ResultTotals()
+                part = self._totals[scope, code] = ResultTotals()
             part.add(result)
-    return values, codes, totals
+
+    def done(self) -> _Sliced:
+        return self._values, self._codes, self._totals

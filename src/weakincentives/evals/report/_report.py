@@ -103,15 +103,14 @@ class EvalReport:
     @cached_property
     def _compact(self) -> CompactView | None:
         """A stored run's totals and compact columns (`StoredResults.compact`), or None."""
-        return CompactView.read(self.results)
+        return CompactView.read(self.results, slice_key=self.__dict__.get("_first_slice"))
 
     @cached_property
     def _totals(self) -> TotalsByExperiment:
         # One pass; a run store's results are streamed, not kept (`StoredResults.streamed`).
-        results = self.results
         if (compact := self._compact) is not None:
             return compact.totals
-        if isinstance(results, StoredResults) and results.streamed:
+        if isinstance(results := self.results, StoredResults) and results.streamed:
             return TotalsByExperiment.of(results.stream())
         return TotalsByExperiment.of(results)
 
@@ -485,8 +484,9 @@ class EvalReport:
     ) -> dict[Hashable, Summary]:
         """`summarize` each group of `group_by(key)`, e.g. `report.slice_by("difficulty")`.
 
-        A stored run's report reads its file once more, counting per value.
+        A stored run's report counts per value as its file streams (no result held).
         """
+        self.__dict__.setdefault("_first_slice", key)
         found = stored_slices(self.results, self._compact, key, confidence, cluster)
         return found if found is not None else {
             k: summarize(v, confidence=confidence, cluster=cluster)
