@@ -30,7 +30,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,12 +131,39 @@ _DEFAULT_FIELD_WORDS = ("key", "secret", "passw", "authorization", "cookie", "cr
 _SCALARS = frozenset({bool, int, float})
 """Types whose JSON form is no string (a subclass, such as an `IntEnum`, is not vouched for)."""
 
+_LONG_TEXT = 4096
+_LONG_STRING = 512
+_CLEAN_CHARS = 4_000_000
+"""`Redactor.finds_in`: a record's text this long has its strings this long remembered once
+found clean (at most this many characters of them per redactor)."""
+
 _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
 
 _UNSEEN: Any = object()
 _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
+
+
+def _alternation(words: Iterable[str]) -> str:
+    """A regex matching wherever one of `words` occurs, as a trie: `s(?:k-|ecret)|...`.
+
+    It matches where `word1|word2|...` does; branching on each next character, the
+    search tries far fewer alternatives per position of the text (about a third less
+    time on a record's strings).
+    """
+    by_first: dict[str, list[str]] = {}
+    for word in sorted(set(words)):
+        by_first.setdefault(word[:1], []).append(word[1:])
+    branches = []
+    for first, rests in by_first.items():
+        if not first or "" in rests:  # a word ends here: longer ones add no match
+            branches.append(re.escape(first))
+        elif len(rests) == 1:
+            branches.append(re.escape(first + rests[0]))
+        else:
+            branches.append(f"{re.escape(first)}(?:{_alternation(rests)})")
+    return "|".join(branches)
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -272,7 +299,7 @@ class Redactor:
         words = [w for g, _ in guards if isinstance(g, tuple) for w in g]
         if any(g is _kv_guard for g, _ in guards):
             words += _KV_GUARD_WORDS
-        self._any_guard_word = re.compile("|".join(map(re.escape, words))) if words else None
+        self._any_guard_word = re.compile(_alternation(words)) if words else None
         self._unguarded = tuple(p for g, p in guards if g is None)
         self._default_fields = field_names.pattern == DEFAULT_SECRET_FIELD_NAMES
         self._fields = field_names
@@ -281,6 +308,8 @@ class Redactor:
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
         self._classes: dict[type, Any] = {}  # class -> `_how_to_read(class)`
+        self._clean_long: set[str] = set()  # see `_finds_secret_once`
+        self._clean_chars = 0
 
     @property
     def replacement(self) -> str:
@@ -332,7 +361,30 @@ class Redactor:
         if not self._collect(value, strings):
             return None
         text = "\n".join(strings)
+        if len(text) >= _LONG_TEXT:  # a transcript: its long strings recur (prompts)
+            return self._finds_secret_once(strings)
         return self._finds_secret(text, text.lower())
+
+    def _finds_secret_once(self, strings: list[str]) -> bool:
+        """`_finds_secret` on the strings, each long one found clean before skipped.
+
+        A long string found clean alone (a system prompt, tool descriptions, repeated
+        in every result of a run) is remembered, up to `_CLEAN_CHARS` characters in
+        all: it is searched once per redactor, not once per record.
+        """
+        clean = self._clean_long
+        rest = [s for s in strings if len(s) < _LONG_STRING or s not in clean]
+        text = "\n".join(rest)
+        if self._finds_secret(text, text.lower()):
+            return True
+        for s in rest:
+            if len(s) >= _LONG_STRING and not self._finds_secret(s, s.lower()):
+                if self._clean_chars + len(s) > _CLEAN_CHARS:
+                    clean.clear()
+                    self._clean_chars = 0
+                clean.add(s)
+                self._clean_chars += len(s)
+        return False
 
     def _collect(self, value: object, out: list[str]) -> bool:
         """Append the strings of `value` to `out`; False when one cannot be vouched for.
@@ -342,39 +394,46 @@ class Redactor:
         once per result written.
         """
         stack: list[Any] = [value]
-        push, pop, extend, append = stack.append, stack.pop, stack.extend, out.append
+        push, pop, append = stack.append, stack.pop, out.append
         classes = self._classes
-        budget = _MAX_VALUES  # a huge or cyclic value is left to `finds`
+        budget = _MAX_VALUES  # values looked at; a huge or cyclic value is left to `finds`
         while stack:
-            budget -= 1
-            if budget < 0:
-                return False
             item = pop()
             kind = type(item)
-            # The commonest kinds first: this runs once per result written.
-            if kind is str:
+            # The commonest kinds first: this runs once per result written. The parts of
+            # a container are sorted here: strings out, None dropped, the rest stacked.
+            if kind is tuple or kind is list:
+                parts = item
+            elif kind is str:
                 append(item)
                 continue
-            if kind is tuple or kind is list:
-                extend(item)
+            elif item is None or kind in _SCALARS:
                 continue
-            if item is None or kind in _SCALARS:
-                continue
-            how = _MAPPING if kind is dict else classes.get(kind, _UNSEEN)
-            if how is _UNSEEN:
-                how = classes[kind] = self._how_to_read(kind)
-            if how is _MAPPING:
-                for key, inner in item.items():
-                    if type(key) is not str or self._secret_key(key):
-                        return False
-                    append(key)
-                    push(inner)
-            elif how is _ITEMS:
-                extend(item)
-            elif how is None:
-                return False
             else:
-                extend(how(item))
+                how = _MAPPING if kind is dict else classes.get(kind, _UNSEEN)
+                if how is _UNSEEN:
+                    how = classes[kind] = self._how_to_read(kind)
+                if how is _MAPPING:
+                    parts = []
+                    for key, inner in item.items():
+                        if type(key) is not str or self._secret_key(key):
+                            return False
+                        append(key)
+                        parts.append(inner)
+                elif how is _ITEMS:
+                    parts = item
+                elif how is None:
+                    return False
+                else:
+                    parts = how(item)
+            budget -= len(parts) + 1
+            if budget < 0:
+                return False
+            for part in parts:
+                if type(part) is str:
+                    append(part)
+                elif part is not None:
+                    push(part)
         return True
 
     def _how_to_read(self, cls: type) -> Any:

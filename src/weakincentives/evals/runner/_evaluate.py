@@ -61,7 +61,6 @@ stored run is `interrupted`, and `resume=` continues it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast, overload
@@ -93,7 +92,7 @@ from ..store import (
     RunStore,
     code_directory,
     git_commit,
-    git_dirty,
+    git_dirty_future,
     new_run_id,
 )
 from ._bundles import BundleOptions, BundleScope
@@ -102,8 +101,9 @@ from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
 from ._scheduler import LocalRun, RunSettings
+from ._setup import check_overrides_tags, prepare_scorer
 from ._source import UNHASHED_STREAM, DatasetSource, SampleSource
-from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
+from ._target import TargetOptions, make_target
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]
 
@@ -291,11 +291,15 @@ async def evaluate(
         )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
-            commit = _git_commit(code_directory(target))  # the checkout of the code
+            commit = git_commit(code_directory(target))  # the checkout of the code
+            # `git status` takes milliseconds: a new run records its answer when it comes
+            # (see `LocalRun.attach`); a resumed run keeps its recorded provenance.
+            dirty = git_dirty_future() if commit is not None and resume is None else None
+            known = dirty is None or dirty.done()
             provenance = RunProvenance.collect(
                 target=target, evaluator=evaluator, dataset_sha256=source.sha256,
                 dataset_path=None if dataset_path is None else str(dataset_path),
-                git_commit=commit,
+                git_commit=commit, git_dirty=dirty.result() if dirty and known else None,
             )  # fmt: skip
             fingerprint = Fingerprint.build(
                 dataset_sha256=source.sha256 or UNHASHED_STREAM,
@@ -304,7 +308,14 @@ async def evaluate(
                 git_commit=commit,
             )  # fmt: skip
             run.attach(
-                run_store, fingerprint, resume, run_id, retry_errors, provenance, info=run_info
+                run_store,
+                fingerprint,
+                resume,
+                run_id,
+                retry_errors,
+                provenance,
+                info=run_info,
+                git_dirty=None if known else dirty,
             )
         else:
             run.run_id = run_id
@@ -322,22 +333,6 @@ async def evaluate(
     finally:
         if owned and isinstance(response_cache, SQLiteResponseCache):
             response_cache.close()
-
-
-def _git_commit(directory: str | None) -> str | None:
-    """`git_commit(directory)`, with `git_dirty()` (the provenance's) asked meanwhile.
-
-    Both run git once per process and are cached: the first run of a process waits for
-    the two subprocesses side by side, not one after the other.
-    """
-    if git_dirty.cache_info().currsize:
-        return git_commit(directory)
-    helper = threading.Thread(target=git_dirty, name="wink-git-status", daemon=True)
-    helper.start()
-    try:
-        return git_commit(directory)
-    finally:
-        helper.join()
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:

@@ -11,8 +11,10 @@ import contextvars
 import dataclasses
 import functools
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 
@@ -21,7 +23,7 @@ import anyio.to_thread
 
 from weakincentives import serde
 from weakincentives.clock import Clock
-from weakincentives.errors import ConfigurationError
+from weakincentives.errors import ConfigurationError, RunStoreError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.threads import WorkerThreads
 
@@ -30,7 +32,6 @@ from .._records import (
     EvalRequest,
     EvalResult,
     RecordInputs,
-    Sample,
     Score,
     build_request,
     build_result,
@@ -38,12 +39,13 @@ from .._records import (
 )
 from ..report import EvalReport
 from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, StoredResults
+from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
 from ._source import UNHASHED_STREAM, SampleSource
-from ._target import SampleTarget
+from ._target import DeferrableTarget, SampleTarget
 
 __all__ = ["LocalRun", "RunSettings", "error_result", "slim"]
 
@@ -51,8 +53,10 @@ PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
-_Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
+_Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_log = logging.getLogger(__name__)
+_GIT_DIRTY_GRACE = 0.05  # seconds; see `LocalRun._record_git_dirty`
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,6 +131,9 @@ class LocalRun:
         self.progress = progress
         self.run_id: str | None = None
         self.handle: RunHandle | None = None
+        self._git_dirty: Future[bool | None] | None = None  # see `attach`
+        self._finishing = threading.Event()  # `finish` will record git's answer itself
+        self._owner = threading.get_ident()  # the thread that attaches the run
         self.resumed = False
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
@@ -164,15 +171,26 @@ class LocalRun:
         provenance: RunProvenance | None = None,
         *,
         info: Mapping[str, Any] | None = None,
+        git_dirty: Future[bool | None] | None = None,
     ) -> None:
-        """Create the stored run, or resume one (reading back what it already holds)."""
+        """Create the stored run, or resume one (reading back what it already holds).
+
+        `git_dirty`, when git has not answered yet: recorded in the new run's manifest as
+        soon as it has, and by `finish` (which waits for it) in any case.
+        """
         s = self.settings
         if resume is None:
             config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
+            if git_dirty is not None and git_dirty.done() and provenance is not None:
+                provenance = dataclasses.replace(provenance, git_dirty=git_dirty.result())
+                git_dirty = None  # answered meanwhile: in the manifest from the start
             self.handle = store.create(
                 fingerprint, run_id=run_id, config=config, expected_results=self.planned,
                 provenance=None if provenance is None else serde.dump(provenance),
             )  # fmt: skip
+            if git_dirty is not None:
+                self._git_dirty = git_dirty
+                git_dirty.add_done_callback(self._record_git_dirty)
         else:
             if self.source.sha256 is None:
                 raise ConfigurationError(
@@ -191,6 +209,20 @@ class LocalRun:
         start = self.handle.results_path.stat().st_size
         self._offsets = (start, start, 0)
         self.run_id = self.handle.run_id
+
+    def _record_git_dirty(self, answer: Future[bool | None]) -> None:
+        # In git's thread, a few milliseconds into the run: so that a run that crashes
+        # records it too. A run that ends within `_GIT_DIRTY_GRACE` of the answer has
+        # `finish` record it alone (one write of run.json, not two). A failed write is
+        # no failure: `finish` records it again.
+        assert self.handle is not None
+        in_git_thread = threading.get_ident() != self._owner
+        if self._finishing.wait(_GIT_DIRTY_GRACE if in_git_thread else 0):
+            return
+        try:
+            self.handle.record_provenance({"git_dirty": answer.result()})
+        except RunStoreError as exc:
+            _log.warning("cannot record the git dirty flag yet: %s", exc)
 
     async def execute(self) -> None:
         """Run every planned key not done yet; finish the stored run either way."""
@@ -225,12 +257,37 @@ class LocalRun:
                 self._offsets = (self._offsets[0], end, next(self._appended))
 
     async def _run_tasks(self) -> None:
-        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
+        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited).
+
+        With a target whose scoring can wait (`DeferrableTarget`) and nothing deciding on
+        each result before the next sample starts (no cost cap, timeout or environment),
+        workers start their next sample first and a finisher task scores and records
+        (`DeferredScoring`): when many model waits end at once, the next calls start
+        without waiting behind all the scoring, which runs while they wait.
+        """
         limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         work = self._work()
+        slots = self._slots()
+        target = self.target
+        deferred = None
+        if (
+            isinstance(target, DeferrableTarget)
+            and target.deferrable
+            and self.max_cost is None
+            and self.settings.timeout is None
+            and self.environment_factory is None
+        ):
+            deferred = DeferredScoring(
+                target.start, self._request, self._complete_all, self.fail_fast, slots
+            )
         async with anyio.create_task_group() as tg:
-            for _ in range(self._slots()):
-                tg.start_soon(self._worker, work, limiter)
+            for _ in range(slots):
+                if deferred is None:
+                    tg.start_soon(self._worker, work, limiter)
+                else:
+                    tg.start_soon(deferred.worker, work)
+            if deferred is not None:
+                tg.start_soon(deferred.finisher)
 
     def _slots(self) -> int:
         """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
@@ -387,6 +444,27 @@ class LocalRun:
                 advance(kept)
             stop(result)
 
+    def _complete_all(self, results: list[EvalResult]) -> None:
+        """Record, count and report finished samples' results, in order, with one write."""
+        handle, pending, capped, see = (
+            self.handle,
+            self._pending,
+            self.max_cost is not None,
+            self.fail_fast.see,
+        )
+        if handle is None:
+            self.results.extend(results)
+        else:
+            handle.extend(results)
+            for _ in results:
+                next(self._appended)
+        for result in results:
+            if capped:
+                self._spend(result)
+            if pending is not None:
+                self.progress.advance(slim(result) if handle is not None else result)
+            see(result)
+
     def _record(
         self, handle: RunHandle | None, results: list[EvalResult], result: EvalResult
     ) -> EvalResult:
@@ -442,14 +520,17 @@ class LocalRun:
         # final count) into the manifest with the status, so the run's fingerprint names
         # its dataset (one manifest write, not two).
         assert self.handle is not None
+        final: dict[str, Any] = {}
+        if self._git_dirty is not None:  # git's answer, if it did not reach run.json yet
+            self._finishing.set()
+            final["provenance"] = {"git_dirty": self._git_dirty.result()}
         sha256 = self.source.hashed_as_read
         fingerprint = self.handle.manifest.fingerprint
         if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:
-            return {}
-        return {
-            "fingerprint": dataclasses.replace(fingerprint, dataset_sha256=sha256),
-            "expected_results": self.expected_count(),
-        }
+            return final
+        final["fingerprint"] = dataclasses.replace(fingerprint, dataset_sha256=sha256)
+        final["expected_results"] = self.expected_count()
+        return final
 
     def expected_count(self) -> int:
         """Results the run should hold: planned, or (a stream) per sample read so far."""

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         RunProvenance,
         adapters_of,
         git_dirty,
+        git_dirty_future,
         redact_command,
         target_adapter,
     )
@@ -71,6 +72,7 @@ __all__ = [
     "diff_fingerprints",
     "git_commit",
     "git_dirty",
+    "git_dirty_future",
     "iter_results",
     "latest_results",
     "new_run_id",
@@ -109,6 +111,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "RunProvenance",
             "adapters_of",
             "git_dirty",
+            "git_dirty_future",
             "redact_command",
             "target_adapter",
         ),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import subprocess
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -24,6 +23,8 @@ from typing import Any, Literal
 
 from weakincentives import serde
 from weakincentives.experiment import Experiment
+
+from ._git import head_commit
 
 __all__ = [
     "ExperimentFingerprint",
@@ -193,19 +194,7 @@ def code_directory(obj: object) -> str | None:
 
 @functools.cache
 def _git_commit(directory: str | None = None) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-            cwd=directory,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = proc.stdout.strip()
-    return commit if proc.returncode == 0 and commit else None
+    return head_commit(directory)  # the files where they are plain, else `git` (see `_git`)
 
 
 def diff_fingerprints(

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -64,6 +63,7 @@ from ._files import (
     write_atomic,
 )
 from ._fingerprint import Fingerprint
+from ._lines import result_dumps
 from ._syncer import Syncer
 from ._tally import ResultKey, RunCounts, Tally
 
@@ -114,37 +114,6 @@ class RunManifest:
     host, command line, dataset. Empty for runs written before it was recorded."""
 
 
-@functools.cache
-def _plain_dumps() -> Callable[[EvalResult], bytes]:
-    return serde.dumps_for(EvalResult)
-
-
-def _result_dumps() -> Callable[[EvalResult], bytes]:
-    """`serde.dumps` for a `results.jsonl` line, secrets redacted (see `redaction`).
-
-    The redactor is compiled against the environment when the handle opens; a line is
-    serialized once and re-serialized redacted only when the result holds something to
-    redact. That check reads the result's strings (`Redactor.finds_in`: a few
-    microseconds, not the 20-30 of searching the whole line with `Redactor.finds`), and
-    the line only when a value is of a type it cannot vouch for.
-    """
-    dumps = _plain_dumps()
-    redactor = default_redactor()
-
-    def redacted_dumps(result: EvalResult) -> bytes:
-        data = dumps(result)
-        found = redactor.finds_in(result)
-        if found is None:
-            found = redactor.finds(data.decode())
-        if not found:
-            return data
-        text = data.decode()
-        clean = redactor.data(json.loads(text))
-        return json.dumps(clean, ensure_ascii=False, separators=(",", ":")).encode()
-
-    return redacted_dumps
-
-
 class RunHandle:
     """One run directory. Writable from `RunStore.create`/`resume`, read-only from `open`.
 
@@ -172,8 +141,10 @@ class RunHandle:
         self._sync_interval = sync_interval
         self._writer_lock = lock
         self._tally = tally or Tally()
-        self._dumps = _result_dumps()
+        self._dumps = result_dumps()
         self._lock = threading.Lock()  # guards the fd, the tally and `_start_syncer`
+        # Orders the writes of run.json (`record_provenance`, `finish`): one temp file.
+        self._manifest_lock = threading.Lock()
         # Appenders write outside the lock (see `_write`); `finish` waits for them here.
         self._no_writers = threading.Condition(self._lock)
         # One entry per append between taking the fd and its write returning. Appended
@@ -370,6 +341,7 @@ class RunHandle:
         *,
         fingerprint: Fingerprint | None = None,
         expected_results: int | None = None,
+        provenance: Mapping[str, Any] | None = None,
     ) -> None:
         """fsync, close the file, record `status` and counts in `run.json`, release the run.
 
@@ -380,6 +352,7 @@ class RunHandle:
             fingerprint: Replaces the stored fingerprint (a streamed dataset's hash is
                 known only once the run has read it to the end).
             expected_results: Replaces the expected number of results.
+            provenance: Merged into the stored provenance (see `record_provenance`).
 
         Raises:
             RunStoreError: when the handle is read-only or already finished, when the
@@ -416,11 +389,13 @@ class RunHandle:
                     os.close(fd)
 
         try:
-            self._manifest = dataclasses.replace(
-                self._manifest, status=status, counts=counts, updated_at=self._clock.now(),
-                fingerprint=fingerprint or self._manifest.fingerprint,
-            )  # fmt: skip
-            write_manifest(self._path, self._manifest, before_replace=results_durable)
+            with self._manifest_lock:  # after a `record_provenance` under way: it is kept
+                self._manifest = dataclasses.replace(
+                    self._manifest, status=status, counts=counts, updated_at=self._clock.now(),
+                    fingerprint=fingerprint or self._manifest.fingerprint,
+                    provenance=_merged(self._manifest.provenance, provenance),
+                )  # fmt: skip
+                write_manifest(self._path, self._manifest, before_replace=results_durable)
         except OSError as exc:
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
         finally:
@@ -430,6 +405,32 @@ class RunHandle:
             if self._writer_lock is not None:
                 self._writer_lock.release()
         self._raise_sync_failure()
+
+    def record_provenance(self, changes: Mapping[str, Any]) -> bool:
+        """Merge `changes` into the manifest's provenance and rewrite `run.json` now.
+
+        For what is learnt once the run is under way (the local runner's git dirty flag).
+        The new `run.json` replaces the old one atomically; like the one written when the
+        run was created, it becomes durable with the handle's next sync (or `finish`).
+        Does nothing once the run is finishing (pass `changes` to `finish` instead).
+
+        Returns:
+            Whether `run.json` was rewritten.
+
+        Raises:
+            RunStoreError: `run.json` cannot be written.
+        """
+        with self._manifest_lock:
+            if not self.writable:
+                return False
+            manifest = dataclasses.replace(
+                self._manifest, updated_at=self._clock.now(),
+                provenance=_merged(self._manifest.provenance, changes),
+            )  # fmt: skip
+            write_manifest(self._path, manifest, durable=False)
+            self._manifest = manifest
+            self._syncer.sync_with_next(self._path / MANIFEST_FILE)
+        return True
 
     def close(self) -> None:
         """Finish as `interrupted` if still writable; otherwise do nothing."""
@@ -518,6 +519,10 @@ class RunHandle:
                 "written before it may not be on disk; check the disk, then resume the run "
                 "(or re-run it)"
             ) from failure
+
+
+def _merged(old: Mapping[str, Any], changes: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return old if not changes else {**old, **serde.dump(dict(changes))}
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

@@ -15,15 +15,17 @@ children's.
 
 from __future__ import annotations
 
-import functools
+import _thread
 import platform
 import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from weakincentives.adapters import describe_adapter, package_version
 from weakincentives.redaction import Redactor, default_redactor
@@ -36,6 +38,7 @@ __all__ = [
     "RunProvenance",
     "adapters_of",
     "git_dirty",
+    "git_dirty_future",
     "redact_command",
     "target_adapter",
 ]
@@ -62,7 +65,12 @@ class RunProvenance:
     git_commit: str | None = None
     """`git rev-parse HEAD` of the working directory, None outside a checkout."""
     git_dirty: bool | None = None
-    """Whether tracked files had uncommitted changes (None outside a checkout)."""
+    """Whether tracked files had uncommitted changes (None outside a checkout).
+
+    The local runner asks git for it in the background while the run starts, and records
+    it in `run.json` during the run (once git has answered and the run is still going
+    50 ms later) and when the run finishes: a run that died within that window records
+    None."""
     host: str = ""
     """Host name of the machine that created the run."""
     command: tuple[str, ...] = ()
@@ -89,6 +97,7 @@ class RunProvenance:
         dataset_path: str | None = None,
         command: Sequence[str] | None = None,
         git_commit: str | None = None,
+        git_dirty: bool | Literal["auto"] | None = "auto",
         redactor: Redactor | None = None,
     ) -> RunProvenance:
         """Describe a run about to start (see the module docstring).
@@ -100,6 +109,8 @@ class RunProvenance:
             dataset_path: The dataset's file, when it came from one.
             command: The command line; default `sys.argv`.
             git_commit: The commit, when the caller already knows it.
+            git_dirty: The dirty flag, when the caller knows it (or records it later);
+                `"auto"` asks git (`git_dirty()`) when there is a commit.
             redactor: Redacts the command and adapter infos (default: `default_redactor()`).
         """
         redactor = redactor or default_redactor()
@@ -115,7 +126,11 @@ class RunProvenance:
             package_version=package_version(),
             python_version=platform.python_version(),
             git_commit=git_commit,
-            git_dirty=git_dirty() if git_commit is not None else None,
+            git_dirty=(
+                (_git_dirty() if git_commit is not None else None)
+                if git_dirty == "auto"
+                else git_dirty
+            ),
             host=socket.gethostname(),
             command=redact_command(sys.argv if command is None else command, redactor),
             dataset=dataset,
@@ -175,17 +190,60 @@ def redact_command(argv: Sequence[str], redactor: Redactor | None = None) -> tup
     return tuple(out)
 
 
-@functools.cache
+_STATUS = ("git", "status", "--porcelain", "--untracked-files=no")
+_STATUS_TIMEOUT = 10.0  # seconds
+_dirty: Future[bool | None] | None = None  # the process's answer, or the one on its way
+_dirty_lock = threading.Lock()
+
+
 def git_dirty() -> bool | None:
-    """Whether tracked files in the working directory's checkout have changes (cached)."""
+    """Whether tracked files in the working directory's checkout have changes (cached).
+
+    `git status` is run once per process (see `git_dirty_future`); None when git is
+    missing, fails, or the directory is in no checkout.
+    """
+    return git_dirty_future().result()
+
+
+def git_dirty_future() -> Future[bool | None]:
+    """`git_dirty()` without waiting: its future (done once git has answered).
+
+    The first call starts `git status` and returns at once; a helper thread waits for
+    the answer. The local runner calls it as a run starts and records the answer when it
+    comes, so that the milliseconds git takes overlap the run instead of delaying it.
+    """
+    global _dirty
+    with _dirty_lock:
+        if _dirty is None:
+            _dirty = _ask_git_status()
+        return _dirty
+
+
+def _ask_git_status() -> Future[bool | None]:
+    future: Future[bool | None] = Future()
     try:
-        proc = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+        proc = subprocess.Popen(
+            _STATUS, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(proc.stdout.strip()) if proc.returncode == 0 else None
+        future.set_result(None)
+        return future
+    # A bare `_thread` thread: `threading.Thread.start` waits for the new thread to run,
+    # which costs the caller a GIL hand-over (milliseconds on a busy machine).
+    _thread.start_new_thread(_await_git_status, (proc, future))
+    return future
+
+
+def _await_git_status(proc: subprocess.Popen[str], future: Future[bool | None]) -> None:
+    answer: bool | None = None
+    try:
+        out, _ = proc.communicate(timeout=_STATUS_TIMEOUT)
+        answer = bool(out.strip()) if proc.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        proc.kill()
+        proc.wait()
+    finally:
+        future.set_result(answer)
+
+
+_git_dirty = git_dirty  # `RunProvenance.collect` has a parameter of that name

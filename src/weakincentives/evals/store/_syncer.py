@@ -93,6 +93,11 @@ class Syncer:
                 self.dirty.set()  # not durable: the next sync tries again
                 raise
 
+    def sync_with_next(self, path: Path) -> None:
+        """Make `path` (and its directory entry) durable with the next fsync (see `pending`)."""
+        with self.lock:
+            self._pending = path
+
     def start(self) -> None:
         """Start the background thread (once, and never after `stop`)."""
         with self._life:
