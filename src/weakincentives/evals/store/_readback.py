@@ -162,12 +162,14 @@ class StoredResults(Sequence[EvalResult]):
         return part
 
     def positions(self) -> Iterator[tuple[int, EvalResult]]:
-        """`(offset, result)` for each result of the file, in order, none kept.
+        """`(offset, result)` for each result, in order, none kept.
 
         The offset is where the result's line starts in the file: `read_at(offset)`
-        reads that result again. The `earlier` results have no offset: not given here.
+        reads that result again; it is -1 for the `earlier` results (not in the file's
+        range: they cannot be read back).
         """
-        return self._read(with_offsets=True)
+        earlier = ((-1, result) for result in self._earlier)
+        return itertools.chain(earlier, self._read(with_offsets=True))
 
     def read_at(self, offset: int) -> EvalResult:
         """The result whose line starts at `offset` of the file (see `positions`).
