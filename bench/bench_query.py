@@ -88,12 +88,18 @@ def _template() -> dict[str, Any]:
 
 
 def generate_run(
-    root: Path, n: int, *, experiments: Sequence[str] = _EXPERIMENTS, variant: int = 0
+    root: Path,
+    n: int,
+    *,
+    experiments: Sequence[str] = _EXPERIMENTS,
+    variant: int = 0,
+    epochs: int = 1,
 ) -> Path:
-    """Write a run of `n` results (n / len(experiments) samples each) under `root`.
+    """Write a run of `n` results (n / len(experiments) / epochs samples each) under `root`.
 
     `variant` 0 passes 70% of the results; variant 1 passes 80%, and half of its pairs
-    with variant 0 differ (as a changed agent's run differs from its baseline's).
+    with variant 0 differ (as a changed agent's run differs from its baseline's). With
+    `epochs` > 1, each sample of each experiment has that many results, epochs 0, 1, ...
     """
     store = RunStore(root, clock=FakeClock(), sync_interval=None)
     with store.create(Fingerprint(dataset_sha256="0" * 64, target="bench"), run_id="bench"):
@@ -104,7 +110,9 @@ def generate_run(
         for i in range(n):
             ok = (i * 7 + 3 * variant) % 10 < 7 + variant
             line = dict(template)
-            line["sample_id"] = f"sample-{i // len(experiments):06d}"
+            attempt = i // len(experiments)
+            line["sample_id"] = f"sample-{attempt // epochs:06d}"
+            line["epoch"] = attempt % epochs
             line["experiment_name"] = experiments[i % len(experiments)]
             line["score"] = {**template["score"], "value": float(ok), "passed": ok}
             line["latency_ms"] = float(50 + (i * 37) % 1000)

@@ -77,10 +77,12 @@ def _path_of(run: str, runs_dir: Path) -> Path:
         _fail(exc)
 
 
-def _read(path: Path, experiment_prefix: str = "") -> EvalReport:
-    # The manifest is read (and its format version checked) by `EvalReport.load`.
+def _read(path: Path, experiment_prefix: str = "", *, hold: bool = False) -> EvalReport:
+    # The manifest is read (and its format version checked) by `EvalReport.load`. A
+    # report streams a run's file (`hold`: every result is read into memory, for the
+    # HTML report and `compare`, which use them all).
     try:
-        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix)
+        return EvalReport.load(path, slim=True, experiment_prefix=experiment_prefix, hold=hold)
     except (WinkError, ValueError, OSError) as exc:
         _fail(exc)
 
@@ -109,10 +111,11 @@ def report_command(
     from rich.console import Console
 
     path = _path_of(run, runs_dir)
-    loaded = _read(path)
+    loaded = _read(path, hold=html is not None)
     provenance = run_provenance(path, loaded.config)
     info = run_info_of(loaded.config)
     if slice_key is not None:
+        loaded.slice_by(slice_key)  # first: a stored run counts it in its one pass
         _check_slice_key(loaded, slice_key)
     if baseline is None and len(loaded.experiment_names) > 1:
         baseline = _first_experiment(loaded)
@@ -144,7 +147,7 @@ def report_command(
 
 def _check_slice_key(loaded: EvalReport, key: str) -> None:
     """Fail when no result has `key` in its metadata (the table would be one "None" row)."""
-    keys = {name for result in loaded.results for name in result.metadata}
+    keys = loaded.metadata_keys()
     if key not in keys:
         listed = ", ".join(sorted(keys)) or "none (the samples have no metadata)"
         _fail(f"--slice {key}: no result has that metadata key; the run's keys: {listed}")
@@ -203,7 +206,7 @@ def compare_command(
     """Paired comparison of two runs (RUN RUN_B), or of two experiments of one RUN."""
     path_a = _path_of(run_a, runs_dir)
     if run_b is None:
-        first, second, prefixes = _read(path_a), None, ("", "")
+        first, second, prefixes = _read(path_a, hold=True), None, ("", "")
     else:
         # Two runs are read with their experiments named as the comparison labels them.
         path_b = _path_of(run_b, runs_dir)

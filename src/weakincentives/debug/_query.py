@@ -10,9 +10,17 @@ A target is one of
   (`manifest`, `logs`, `eval`, `tool_calls`, ...). Checksums are verified first; a
   mismatch is reported in `QueryDatabase.warnings`, and the bundle is queried anyway.
 
-The data is loaded into an in-memory SQLite database and the query runs on a private
-read-only copy of it (see `_readonly.py` for the layers that keep it from writing
-anything). JSON columns hold JSON text: reach into them with `json_extract` or `->>`.
+The tables of runs are built in a SQLite database file of this process's own, its
+*working copy* (in the temporary directory, removed on `close`), and the query runs
+on a second connection that opens that file read-only (see `_readonly.py` for the
+layers that keep it from writing anything). Rows are read from the file as the query
+produces them (`QueryDatabase.stream`), so neither the tables nor the rows printed are
+held in memory: `wink query -f json` over a million results peaks no higher than over
+ten thousand. The run's cache (`.query-cache.sqlite`, see `_query_cache.py`) is copied
+into the working copy when it is valid, and the working copy copied out to it after a
+query fills more tables. A debug bundle is small: its tables are built in memory and
+queried on a read-only in-memory copy. JSON columns hold JSON text: reach into them with
+`json_extract` or `->>`.
 
 Examples:
     >>> db = QueryDatabase.open("runs/20261120-233501-ab12cd")  # doctest: +SKIP
@@ -23,7 +31,10 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +43,14 @@ from typing import Any, Literal
 
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.debug._bundle import DebugBundle
-from weakincentives.debug._query_cache import CACHE_FILE, load_cache, store_cache
+from weakincentives.debug._query_cache import CACHE_FILE, copy_cache, publish_cache
 from weakincentives.debug._query_stats import SQL_FUNCTIONS, register_stat_functions
 from weakincentives.debug._readonly import (
     QueryResult,
     QueryStream,
     check_statement,
     readonly_copy,
+    readonly_open,
     stream_statement,
     tables_read,
 )
@@ -156,8 +168,9 @@ class QueryDatabase:
     """The tables of one target, loaded for read-only SQL.
 
     Open with `QueryDatabase.open(target)`; run statements with `execute`. Run tables
-    are loaded the first time a statement reads them. Close it (or use `with`) to free
-    the memory. Use it from one thread at a time.
+    are loaded the first time a statement reads them, into a working database file in
+    the temporary directory. Close it (or use `with`) to remove that file and free the
+    memory. Use it from one thread at a time.
     """
 
     def __init__(
@@ -173,6 +186,7 @@ class QueryDatabase:
         signature: str = "",
         warnings: Sequence[str] = (),
         clock: Clock = SYSTEM_CLOCK,
+        work: Path | None = None,
     ) -> None:
         self._target = target
         self._kind: TargetKind = kind
@@ -184,6 +198,7 @@ class QueryDatabase:
         self._warnings = list(warnings)
         self._clock = clock
         self._probe = probe
+        self._work = work
         self._reader: sqlite3.Connection | None = None
 
     @classmethod
@@ -203,25 +218,38 @@ class QueryDatabase:
         """
         path = Path(target)
         kind, sources = _resolve(path)
-        builder = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        try:
-            if kind == "bundle":
+        if kind == "bundle":
+            builder = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            try:
                 infos, warnings = _load_bundle(builder, path)
-                return cls(path, kind, builder, bundle_tables=infos, warnings=warnings, clock=clock)
-            create_run_schema(builder)
-            signature = " ".join(s.signature for s in sources)
-            directory = path if path.is_dir() else path.parent
-            cache_file = directory / CACHE_FILE if cache else None
-            # The empty schema, to compile queries against.
-            probe = register_stat_functions(readonly_copy(builder))
-            filled = load_cache(builder, cache_file, signature) if cache_file else frozenset()
-            runs = RunTables(builder, sources, filled)
+            except BaseException:
+                builder.close()
+                raise
+            return cls(path, kind, builder, bundle_tables=infos, warnings=warnings, clock=clock)
+        signature = " ".join(s.signature for s in sources)
+        directory = path if path.is_dir() else path.parent
+        cache_file = directory / CACHE_FILE if cache else None
+        # The empty schema, to compile queries against (and to check a cache against).
+        empty = sqlite3.connect(":memory:")
+        try:
+            create_run_schema(empty)
+            expected = set(empty.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+            probe = register_stat_functions(readonly_copy(empty))
+        finally:
+            empty.close()
+        work = _working_file()
+        try:
+            filled = frozenset[str]()
+            if cache_file is not None:
+                filled = copy_cache(cache_file, work, signature, expected)
+            builder = _open_working(work, fresh=not filled)
         except BaseException:
-            builder.close()
+            probe.close()
+            _remove(work)
             raise
         return cls(
-            path, kind, builder, runs=runs, probe=probe, cache_file=cache_file,
-            signature=signature, clock=clock,
+            path, kind, builder, runs=RunTables(builder, sources, filled), probe=probe,
+            cache_file=cache_file, signature=signature, clock=clock, work=work,
         )  # fmt: skip
 
     @property
@@ -302,7 +330,10 @@ class QueryDatabase:
         if self._runs is not None and self._probe is not None:
             self._load(self._parts_read(text))
         if self._reader is None:
-            self._reader = register_stat_functions(readonly_copy(self._builder))
+            if self._work is not None:
+                self._reader = register_stat_functions(readonly_open(self._work))
+            else:
+                self._reader = register_stat_functions(readonly_copy(self._builder))
         expired: Callable[[], bool] | None = None
         if timeout is not None:
             deadline = self._clock.monotonic() + timeout
@@ -310,11 +341,14 @@ class QueryDatabase:
         return stream_statement(self._reader, text, limit=limit, expired=expired)
 
     def close(self) -> None:
-        """Free the database (idempotent)."""
+        """Free the database and remove its working copy (idempotent)."""
         for conn in (self._reader, self._probe, self._builder):
             if conn is not None:
                 conn.close()
         self._reader = self._probe = None
+        if self._work is not None:
+            _remove(self._work)
+            self._work = None
 
     def __enter__(self) -> QueryDatabase:
         return self
@@ -341,7 +375,8 @@ class QueryDatabase:
             self._reader = None
         persisted = self._runs.filled - {"runs"}
         if self._cache_file is not None and persisted != before - {"runs"}:
-            store_cache(self._builder, self._cache_file, self._signature, sorted(persisted))
+            assert self._work is not None
+            publish_cache(self._work, self._cache_file, self._signature, sorted(persisted))
 
     def _parts_read(self, sql: str) -> set[str]:
         """The run tables `sql` reads, plus `SCORE_METRICS` when it reads those columns."""
@@ -367,6 +402,48 @@ def query(
     """
     with QueryDatabase.open(target, cache=cache) as db:
         return db.execute(sql, limit=limit)
+
+
+def _working_file() -> Path:
+    """A new empty file in the temporary directory, for a working copy.
+
+    Raises:
+        QueryError: the temporary directory is missing or not writable.
+    """
+    try:
+        handle, name = tempfile.mkstemp(prefix="wink-query-", suffix=".sqlite")
+    except OSError as exc:
+        raise QueryError(
+            f"cannot create the query's working database in the temporary directory "
+            f"({exc}); set TMPDIR to a writable directory with room for the run's tables"
+        ) from exc
+    os.close(handle)
+    return Path(name)
+
+
+def _open_working(work: Path, *, fresh: bool) -> sqlite3.Connection:
+    """The writable connection that builds the tables in `work` (the schema made if fresh).
+
+    The file is private and removed on close, so nothing is synced to disk; the rollback
+    journal is kept in memory (a failed fill still rolls back: `RunTables.ensure`). It
+    holds the pages a fill changes that existed before it, a few: fills append.
+    """
+    conn = sqlite3.connect(work, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=OFF")
+        if fresh:
+            create_run_schema(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _remove(work: Path) -> None:
+    for name in (work.name, f"{work.name}-journal", f"{work.name}-wal", f"{work.name}-shm"):
+        with contextlib.suppress(OSError):
+            (work.parent / name).unlink()
 
 
 def _resolve(path: Path) -> tuple[TargetKind, tuple[RunSource, ...]]:

@@ -1,11 +1,15 @@
 """The read-only SQLite connection that runs a user's query, and the errors it reports.
 
-`wink query` runs SQL typed by a person (or pasted from somewhere) over data built in
-memory. Nothing that SQL does may write or delete a file, so four independent layers
-stand between it and the disk:
+`wink query` runs SQL typed by a person (or pasted from somewhere) over data it built.
+Nothing that SQL does may write or delete a file, so four independent layers stand
+between it and the disk:
 
-1. the data lives in a private in-memory database, a `serialize`d copy of the one that
-   was built, so even a write that got through would change only memory;
+1. the data is private, and the connection cannot write it: either a `serialize`d
+   in-memory copy of the database that was built (`readonly_copy`: a write that got
+   through would change only memory), or a private database file opened with
+   `mode=ro` (`readonly_open`: SQLite opens the file read-only, so a write that got
+   through fails with "attempt to write a readonly database", and the file is this
+   process's own working copy in the temporary directory, never a run's cache);
 2. `PRAGMA query_only=ON`, and `SQLITE_LIMIT_ATTACHED` set to 0;
 3. an authorizer (`sqlite3` `set_authorizer`) that denies every action except reading,
    selecting, calling functions (minus a short deny list) and a few introspection
@@ -24,6 +28,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +41,7 @@ __all__ = [
     "QueryStream",
     "check_statement",
     "readonly_copy",
+    "readonly_open",
     "run_statement",
     "stream_statement",
     "tables_read",
@@ -117,6 +123,30 @@ def readonly_copy(source: sqlite3.Connection) -> sqlite3.Connection:
     try:
         if data is not None:
             conn.deserialize(data)
+    except BaseException:
+        conn.close()
+        raise
+    return _locked_down(conn)
+
+
+def readonly_open(path: Path) -> sqlite3.Connection:
+    """A connection to the database file at `path`, opened read-only, refusing every write.
+
+    The file is opened with `mode=ro` (SQLite's own file handle cannot write), then
+    locked down as `readonly_copy`'s copy is. Pass a private file (a working copy), so
+    that nothing else writes it while a query reads it.
+
+    Raises:
+        sqlite3.OperationalError: the file cannot be opened.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    return _locked_down(conn)
+
+
+def _locked_down(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`conn` with layers 2 and 3 of the module docstring in place (closed on failure)."""
+    try:
         conn.execute("PRAGMA trusted_schema=OFF")
         conn.execute("PRAGMA query_only=ON")
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)

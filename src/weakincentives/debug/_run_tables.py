@@ -11,7 +11,8 @@ hold the details of those winning results only.
 
 **Speed and memory.** Lines go through the loader the viewer uses too (`_run_loader.py`):
 read in batches into a temporary table, parsed by SQLite, columns pulled out by one
-`INSERT ... SELECT` per batch; memory grows with the tables, not with results.jsonl.
+`INSERT ... SELECT` per batch. `wink query` keeps the tables in a database file (see
+`_query.py`), so memory grows with neither the tables nor results.jsonl.
 On 100,000 results (87 MB, `bench/bench_query.py`) `results` builds in about 0.8 s, and
 an aggregate over it takes milliseconds. Tables are filled when a query first reads
 them (`RunTables.ensure`): a query on `results` never pays for `messages`, and `logs`

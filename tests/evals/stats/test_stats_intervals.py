@@ -220,3 +220,22 @@ def test_bounded_mean_of_equal_values_is_not_zero_width() -> None:
 def test_bounds_must_be_an_ordered_finite_pair(bounds: tuple[float, float]) -> None:
     with pytest.raises(InvalidStatisticError, match="bounds"):
         mean_ci([0.5, 0.6], bounds=bounds)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_numpy_arrays_give_the_same_codes_and_values_as_lists(seed: int) -> None:
+    from weakincentives.evals.stats import clustered_mean
+    from weakincentives.evals.stats._intervals import cluster_codes
+    from weakincentives.evals.stats._normal import as_values
+
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 40, size=300)
+    values = rng.choice([0.0, 0.25, 1.0, -0.0, 3.5], size=300)
+    listed = cluster_codes(keys.tolist())
+    arrayed = cluster_codes(keys)  # type: ignore[arg-type]  # an array: the fast path
+    assert arrayed[1] == listed[1]
+    assert arrayed[0].tolist() == listed[0].tolist()  # first-seen order
+    assert as_values("v", values).tobytes() == as_values("v", values.tolist()).tobytes()
+    pairs = ((values, keys), (values.tolist(), keys.tolist()))
+    clustered = [clustered_mean(v, c) for v, c in pairs]  # type: ignore[arg-type]  # arrays
+    assert repr(clustered[0]) == repr(clustered[1])

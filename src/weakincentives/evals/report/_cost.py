@@ -23,6 +23,7 @@ __all__ = [
     "CostTally",
     "cost_delta",
     "cost_summary",
+    "delta_of_pairs",
     "format_usd",
     "paired_cost_delta",
     "result_cost",
@@ -229,6 +230,14 @@ def paired_cost_delta(
         if earlier is not None:
             differences.append(after - earlier)
             base.append(earlier)
+    return delta_of_pairs(differences, base)
+
+
+def delta_of_pairs(differences: list[float], base: list[float]) -> CostDelta | None:
+    """The `CostDelta` of paired differences (treatment - baseline) and baseline costs.
+
+    Both lists are in pair order; None without pairs.
+    """
     if not differences:
         return None
     delta, low, high = _mean_ci(differences)

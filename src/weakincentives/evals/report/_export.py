@@ -59,8 +59,8 @@ from weakincentives.experiment import BASELINE, CONTROL
 
 from .. import stats
 from ._collector import collector_paused
+from ._columns import flip_keys
 from ._comparison import ExperimentComparison
-from ._cost import cost_delta
 from ._family import compare_all
 from ._view import ReportView
 
@@ -165,11 +165,7 @@ def pass_at_k_block(report: ReportView) -> dict[str, Any] | None:
     """pass@k and pass^k at the smallest attempt count, when samples repeat; else None."""
     if not report.has_repeats:
         return None
-    attempts: dict[tuple[str, str], int] = {}
-    for result in report.results:
-        key = (result.experiment_name, result.sample_id)
-        attempts[key] = attempts.get(key, 0) + 1
-    k = min(attempts.values(), default=1)
+    k = report.fewest_attempts()
     if k < 2:
         return None
     return {"k": k, "pass_at_k": report.pass_at_k(k), "pass_hat_k": report.pass_hat_k(k)}
@@ -204,10 +200,12 @@ def comparison_block(comparison: ExperimentComparison) -> dict[str, Any]:
         "score_p_value": scores.p_value if scores else math.nan,
         "score_test_name": scores.test_name if scores else None,
         "regressions": [
-            {"sample_id": f.sample_id, "epoch": f.epoch} for f in comparison.regressions
+            {"sample_id": sample_id, "epoch": epoch}
+            for sample_id, epoch in flip_keys(comparison.regressions)
         ],
         "improvements": [
-            {"sample_id": f.sample_id, "epoch": f.epoch} for f in comparison.improvements
+            {"sample_id": sample_id, "epoch": epoch}
+            for sample_id, epoch in flip_keys(comparison.improvements)
         ],
         "unpaired_baseline": len(comparison.unpaired_baseline),
         "unpaired_treatment": len(comparison.unpaired_treatment),
@@ -225,10 +223,7 @@ def _reasons(comparison: ExperimentComparison) -> dict[str, str]:
 def _cost_delta_block(
     report: ReportView, comparison: ExperimentComparison
 ) -> dict[str, Any] | None:
-    delta = cost_delta(
-        report.experiment(comparison.baseline_name).results,
-        report.experiment(comparison.treatment_name).results,
-    )
+    delta = report.cost_delta(comparison.baseline_name, comparison.treatment_name)
     return None if delta is None else delta.to_dict()
 
 

@@ -100,7 +100,9 @@ def write_report(
     return target
 
 
-def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> LoadedReport:
+def read_report(
+    path: StrPath, *, slim: bool = False, experiment_prefix: str = "", hold: bool = False
+) -> LoadedReport:
     """Read a saved report, a bare results JSONL file, or a run directory.
 
     The file is streamed: one line at a time is read, and of a run directory only the
@@ -108,9 +110,11 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
     report computes with (see `SlimDecoder`); the transcripts, outputs, inputs and
     expected values are skipped without being validated. `experiment_prefix` is put
     before each result's experiment name as it is read. A slim read (no prefix) of a
-    run directory of one experiment and one epoch, each key once, keeps none of its
-    results: they are `StoredResults` over the run's file, which a report's tables
-    stream through (see `report._totals`).
+    run directory in which each key occurs once keeps none of its results: they are
+    `StoredResults` over the run's file, which a report's tables stream through (see
+    `report._totals`); with several experiments or epochs the report keeps a compact
+    form of each result (`StoredResults.compact`, `report._columns`). `hold=True` reads
+    every result into memory instead (for a caller that uses them all, side by side).
 
     Raises:
         InvalidReportError: the path holds no report, the format version is unknown, or a
@@ -124,7 +128,8 @@ def read_report(path: StrPath, *, slim: bool = False, experiment_prefix: str = "
         manifest = _read_manifest(source / MANIFEST_FILE)
         # The run store appends a new line when a key is re-run: the last line wins.
         # Without re-runs (one line per key), a slim read streams the file instead.
-        streamed = _streamed_run(source / RESULTS_FILE) if slim and not experiment_prefix else None
+        streams = slim and not experiment_prefix and not hold
+        streamed = _streamed_run(source / RESULTS_FILE) if streams else None
         if streamed is not None:
             loaded = LoadedReport(results=streamed)
         else:
@@ -183,19 +188,19 @@ def _decoder(slim: bool, prefix: str) -> Callable[[bytes], EvalResult]:
 
 
 def _streamed_run(path: Path) -> StoredResults | None:
-    """A run's `results.jsonl` as `StoredResults`: one experiment and epoch, keys once.
+    """A run's `results.jsonl` as `StoredResults` when each key occurs once.
 
     One quick pass reads each line's key only and keeps its 64-bit hash (8 bytes per
     line; two keys whose hashes collide, a 1 in 2**64 chance, only send the file to the
-    full reader).
-    None when the file needs the full reader instead: a second experiment or epoch (the
-    report compares or clusters results side by side: the scan stops there), a key
-    recorded twice (a retry:
+    full reader). With several experiments or epochs the results are `compact` (the
+    report compares or clusters them side by side from a compact form of each).
+    None when the file needs the full reader instead: a key recorded twice (a retry:
     the last line wins), a blank line, a last line cut short, or a line whose key does
     not read (the full reader names its file:line).
     """
     decode = _key_decoder()
     first: tuple[str, int] | None = None
+    several = False
     seen: array[int] = array("q")
     count = end = 0
     try:
@@ -208,7 +213,7 @@ def _streamed_run(path: Path) -> StoredResults | None:
                 if first is None:
                     first = part
                 elif part != first:
-                    return None  # comparisons, epochs: the report holds the results
+                    several = True  # comparisons, epochs: a compact form of each result
                 seen.append(hash((key.sample_id, key.experiment_name, key.epoch)))
                 count += 1
                 end += len(raw)
@@ -218,7 +223,7 @@ def _streamed_run(path: Path) -> StoredResults | None:
         return None
     return StoredResults(
         path, start=0, end=end, count=count, report_fields=True, unique_keys=True,
-        streamed=True,
+        streamed=True, compact=several,
     )  # fmt: skip
 
 

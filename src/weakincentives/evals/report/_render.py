@@ -7,13 +7,14 @@ rich is imported when a report is rendered, not when `weakincentives.evals` is i
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING
 
 from .. import stats
 from ._collector import collector_paused
+from ._columns import flip_keys
 from ._comparison import ExperimentComparison
-from ._cost import cost_delta
 from ._export import default_baseline, pass_at_k_block
 from ._family import compare_all
 from ._view import ReportView
@@ -56,10 +57,7 @@ def render_report(
         return
     for comparison in compare_all(report, chosen).values():
         table = comparison_table(comparison)
-        delta = cost_delta(
-            report.experiment(comparison.baseline_name).results,
-            report.experiment(comparison.treatment_name).results,
-        )
+        delta = report.cost_delta(comparison.baseline_name, comparison.treatment_name)
         if delta is not None:
             table.add_row("Cost delta", delta.describe())
         console.print(table)
@@ -163,14 +161,14 @@ def comparison_table(comparison: ExperimentComparison) -> Table:
         "Unpaired",
         f"{len(c.unpaired_baseline)} baseline only, {len(c.unpaired_treatment)} treatment only",
     )
-    epochs = any(f.epoch for f in (*c.regressions, *c.improvements))
-    for label, flips in (("Regressions", c.regressions), ("Improvements", c.improvements)):
+    both = (c.regressions, c.improvements)
+    epochs = any(epoch for flips in both for _, epoch in flip_keys(flips))
+    for label, flips in zip(("Regressions", "Improvements"), both, strict=True):
         if flips:
-            ids = [f"{f.sample_id}@{f.epoch}" if epochs else f.sample_id for f in flips]
-            more = len(ids) - _SHOWN_FLIPS
-            table.add_row(
-                label, ", ".join(ids[:_SHOWN_FLIPS]) + (f" (+{more} more)" if more > 0 else "")
-            )
+            shown = itertools.islice(flip_keys(flips), _SHOWN_FLIPS)
+            ids = [f"{sample_id}@{epoch}" if epochs else sample_id for sample_id, epoch in shown]
+            more = len(flips) - _SHOWN_FLIPS
+            table.add_row(label, ", ".join(ids) + (f" (+{more} more)" if more > 0 else ""))
     return table
 
 

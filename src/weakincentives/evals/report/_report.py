@@ -31,7 +31,8 @@ from ._analysis import (
     summary_of_totals,
 )
 from ._checks import CheckRate
-from ._cost import CostSummary
+from ._compact import CompactView, fewest_attempts, metadata_keys, stored_slices
+from ._cost import CostDelta, CostSummary, cost_delta
 from ._persistence import StrPath, read_report, read_run_id, write_report
 from ._totals import TotalsByExperiment
 
@@ -100,11 +101,16 @@ class EvalReport:
         return self.total
 
     @cached_property
+    def _compact(self) -> CompactView | None:
+        """A stored run's totals and compact columns (`StoredResults.compact`), or None."""
+        return CompactView.read(self.results, slice_key=self.__dict__.get("_first_slice"))
+
+    @cached_property
     def _totals(self) -> TotalsByExperiment:
-        # One pass over the results; a run store's are streamed from its file, not kept,
-        # when nothing else needs them side by side (`StoredResults.streamed`).
-        results = self.results
-        if isinstance(results, StoredResults) and results.streamed:
+        # One pass; a run store's results are streamed, not kept (`StoredResults.streamed`).
+        if (compact := self._compact) is not None:
+            return compact.totals
+        if isinstance(results := self.results, StoredResults) and results.streamed:
             return TotalsByExperiment.of(results.stream())
         return TotalsByExperiment.of(results)
 
@@ -112,6 +118,8 @@ class EvalReport:
     def _repeats(self) -> bool:
         """Whether some sample has more than one result in an experiment (epochs)."""
         results = self.results
+        if (compact := self._compact) is not None:
+            return compact.repeats()
         if isinstance(results, StoredResults) and results.unique_keys:
             # Each (sample, experiment, epoch) once: a sample repeats only across epochs.
             return len(self._totals.epochs) > 1
@@ -240,6 +248,8 @@ class EvalReport:
         """Summarize all results (see `weakincentives.evals.summarize` for clustering)."""
         if cluster is None and not self._repeats:
             return summary_of_totals(self._totals.overall, confidence=confidence)
+        if cluster is None and (compact := self._compact) is not None:
+            return compact.summary(confidence=confidence)
         return summarize(self.results, confidence=confidence, cluster=cluster)
 
     def pass_rate_ci(
@@ -311,11 +321,17 @@ class EvalReport:
         if part is None:
             if name not in self._totals.by_experiment:
                 self._results_of(name)  # raises, naming the experiments there are
+            compact = self._compact
             if len(self._totals.by_experiment) == 1:
                 # Every result is this experiment's: the same results (not read again).
                 part = EvalReport(results=self.results, run_id=self.run_id, config=self.config)
+            elif compact is not None:  # numbers from the columns, results read if asked for
+                stored = compact.part_results(name)
+                part = EvalReport(results=stored, run_id=self.run_id, config=self.config)
             else:
                 part = self._derived(self._results_of(name))
+            if compact is not None:
+                object.__setattr__(part, "_compact", compact.scoped(name))
             # Its totals were counted in this report's pass.
             object.__setattr__(part, "_totals", self._totals.part(name))
             self._experiments[name] = part
@@ -368,6 +384,9 @@ class EvalReport:
         """
         if baseline == treatment:
             raise ConfigurationError(f"cannot compare experiment {baseline!r} with itself")
+        if (compact := self._compact) is not None and compact.scope is None:
+            self._check_experiment(baseline, treatment)
+            return compact.compare(baseline, treatment, confidence, bootstrap_resamples, seed)
         from ._comparison import compare_results
 
         return compare_results(
@@ -412,6 +431,8 @@ class EvalReport:
         Raises:
             InvalidStatisticError: a sample has fewer than `k` attempts.
         """
+        if (compact := self._scoped_compact(experiment)) is not None:
+            return compact.pass_at_k(k, all_pass=False)
         return mean_pass_at_k(self._scope(experiment), k)
 
     def pass_hat_k(self, k: int, *, experiment: str | None = None) -> float:
@@ -420,6 +441,8 @@ class EvalReport:
         Raises:
             InvalidStatisticError: a sample has fewer than `k` attempts.
         """
+        if (compact := self._scoped_compact(experiment)) is not None:
+            return compact.pass_at_k(k, all_pass=True)
         return mean_pass_at_k(self._scope(experiment), k, all_pass=True)
 
     def pass_at_k_by_experiment(self, k: int) -> dict[str, float]:
@@ -434,7 +457,21 @@ class EvalReport:
         """Samples that passed in some epochs and failed in others."""
         if not self._repeats:
             return ()
+        if (compact := self._scoped_compact(experiment)) is not None:
+            return compact.flaky_samples()
         return flaky_samples(self._scope(experiment))
+
+    def fewest_attempts(self) -> int:
+        """The fewest results any sample of any experiment has (1 when there are none)."""
+        compact = self._compact
+        return fewest_attempts(self.results) if compact is None else compact.fewest_attempts()
+
+    def cost_delta(self, baseline: str, treatment: str) -> CostDelta | None:
+        """The paired cost difference of two experiments (None when no pair is priced)."""
+        if (compact := self._compact) is not None and compact.scope is None:
+            self._check_experiment(baseline, treatment)
+            return compact.cost_delta(baseline, treatment)
+        return cost_delta(self.experiment(baseline).results, self.experiment(treatment).results)
 
     # -- slicing --------------------------------------------------------------------
 
@@ -445,11 +482,20 @@ class EvalReport:
     def slice_by(
         self, key: GroupKey, *, confidence: float = 0.95, cluster: GroupKey | None = None
     ) -> dict[Hashable, Summary]:
-        """`summarize` each group of `group_by(key)`, e.g. `report.slice_by("difficulty")`."""
-        return {
+        """`summarize` each group of `group_by(key)`, e.g. `report.slice_by("difficulty")`.
+
+        A stored run's report counts per value as its file streams (no result held).
+        """
+        self.__dict__.setdefault("_first_slice", key)
+        found = stored_slices(self.results, self._compact, key, confidence, cluster)
+        return found if found is not None else {
             k: summarize(v, confidence=confidence, cluster=cluster)
             for k, v in group_by(self.results, key).items()
-        }
+        }  # fmt: skip
+
+    def metadata_keys(self) -> set[str]:
+        """Every metadata key some result has (a stored run's file is read once more)."""
+        return metadata_keys(self.results, self._compact)
 
     # -- output ---------------------------------------------------------------------
 
@@ -468,7 +514,9 @@ class EvalReport:
         )
 
     @classmethod
-    def load(cls, path: StrPath, *, slim: bool = False, experiment_prefix: str = "") -> EvalReport:
+    def load(
+        cls, path: StrPath, *, slim: bool = False, experiment_prefix: str = "", hold: bool = False
+    ) -> EvalReport:
         """Read a report saved by `save`, a bare results JSONL, or a run directory.
 
         A run directory holds `results.jsonl` (one `EvalResult` per line; when a key
@@ -482,8 +530,9 @@ class EvalReport:
         output, input, expected, environment, ids) is skipped without being validated:
         the same numbers, read several times faster, in a fraction of the memory. This
         is what `wink eval report` and `wink eval compare` read. A slim read of a run
-        directory in which each key occurs once holds none of its results: they are a
-        `StoredResults` over the run's file, streamed for the report's tables and read
+        directory in which each key occurs once holds none of its results (unless
+        `hold`): a `StoredResults` over the run's file, streamed for the tables (and a
+        compact form of each kept for comparisons and epochs, `report._columns`), read
         back when asked for (keep the directory while the report is in use).
 
         `experiment_prefix` is put before each result's experiment name as it is read:
@@ -493,7 +542,7 @@ class EvalReport:
         Raises:
             InvalidReportError: unknown format version, or a corrupt line (file:line).
         """
-        loaded = read_report(path, slim=slim, experiment_prefix=experiment_prefix)
+        loaded = read_report(path, slim=slim, experiment_prefix=experiment_prefix, hold=hold)
         return cls(
             results=loaded.results,
             expected_count=loaded.expected_count,
@@ -531,13 +580,21 @@ class EvalReport:
         return EvalReport(results=tuple(results), run_id=self.run_id, config=self.config)
 
     def _results_of(self, name: str) -> tuple[EvalResult, ...]:
-        found = self._by_experiment.get(name)
-        if found is None:
-            known = ", ".join(repr(n) for n in self.experiment_names) or "none"
-            raise ConfigurationError(
-                f"no results for experiment {name!r}; experiments in the report: {known}"
-            )
-        return found
+        self._check_experiment(name)
+        return self._by_experiment[name]
+
+    def _check_experiment(self, *names: str) -> None:
+        for name in names:
+            if name not in self._totals.by_experiment:
+                known = ", ".join(repr(n) for n in self.experiment_names) or "none"
+                raise ConfigurationError(
+                    f"no results for experiment {name!r}; experiments in the report: {known}"
+                )
+
+    def _scoped_compact(self, experiment: str | None) -> CompactView | None:
+        if experiment is not None and self._compact is not None:
+            self._check_experiment(experiment)
+        return None if self._compact is None else self._compact.of(experiment)
 
     def _scope(self, experiment: str | None) -> Sequence[EvalResult]:
         return self.results if experiment is None else self._results_of(experiment)

@@ -10,7 +10,8 @@ without holding them; a report over results in memory counts them the same way, 
 both show the same numbers, to the bit.
 
 What needs each result beside the others (clustered intervals when samples repeat,
-paired comparisons, pass@k, slices) is not here: `EvalReport` reads the results for it.
+paired comparisons, pass@k, slices) is not here: a stored run's report keeps a compact
+form of each result for it (`_columns.py`), a report in memory reads its results.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from .._records import EvalResult
 from ._analysis import FlakySample, GroupKey, Summary
 from ._checks import CheckRate
 from ._comparison import ExperimentComparison
-from ._cost import CostSummary
+from ._cost import CostDelta, CostSummary
 
 __all__ = ["ReportView"]
 
@@ -114,6 +114,14 @@ class ReportView(Protocol):
     @property
     def has_repeats(self) -> bool:
         """Whether some sample has more than one result in an experiment (epochs)."""
+        ...
+
+    def fewest_attempts(self) -> int:
+        """The fewest results any sample of any experiment has (1 when there are none)."""
+        ...
+
+    def cost_delta(self, baseline: str, treatment: str) -> CostDelta | None:
+        """The paired cost difference of two experiments (None when no pair is priced)."""
         ...
 
     def cost_summary(self) -> CostSummary:

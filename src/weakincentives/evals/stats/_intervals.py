@@ -347,9 +347,17 @@ def clustered_mean(
 
 
 def cluster_codes(clusters: Sequence[Hashable]) -> tuple[npt.NDArray[np.intp], int]:
-    """Return `(codes, n_clusters)`: each key as `0..n_clusters-1`, in order of first sight."""
+    """Return `(codes, n_clusters)`: each key as `0..n_clusters-1`, in order of first sight.
+
+    A numpy array of integers is coded without a Python object per key (the same codes).
+    """
     import numpy as np
 
+    if isinstance(clusters, np.ndarray) and clusters.dtype.kind in "iu":
+        unique, first, inverse = np.unique(clusters, return_index=True, return_inverse=True)
+        rank = np.empty(unique.size, dtype=np.intp)
+        rank[np.argsort(first, kind="stable")] = np.arange(unique.size)
+        return rank[inverse.reshape(-1)].astype(np.intp), int(unique.size)
     index: dict[Hashable, int] = {}
     codes = np.fromiter(
         (index.setdefault(key, len(index)) for key in clusters), np.intp, len(clusters)

@@ -168,12 +168,14 @@ def as_values(
 ) -> npt.NDArray[np.float64]:
     """Return `values` as a 1-d float array, raising if empty or not finite.
 
-    Booleans are accepted and count as 0 and 1.
+    Booleans are accepted and count as 0 and 1. A numpy array is converted without
+    making a Python object per value (the same float64 values as from a list).
     """
     import numpy as np
 
     try:
-        array = np.asarray(list(values), dtype=np.float64)
+        source = values if isinstance(values, np.ndarray) else list(values)
+        array = np.asarray(source, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise InvalidStatisticError(f"{name} must be a sequence of numbers: {exc}") from exc
     if array.ndim != 1:

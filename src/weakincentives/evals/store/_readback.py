@@ -5,8 +5,10 @@ of it in memory; the report it returns holds a `StoredResults` instead of a tupl
 byte range of `results.jsonl` that call wrote, read back (and kept) the first time the
 results are asked for. `len()` needs no reading. A run of a million samples therefore
 costs the runner no memory per sample; the report's tables are computed in one pass
-that streams the file (`stream()`, see `report._totals`), and only what needs every
-result at once (comparisons, slices, clustered intervals) reads and holds them.
+that streams the file (`stream()`, see `report._totals`). What compares results side by
+side (experiments, epochs) reads and holds them, except for a run directory read back
+by `EvalReport.load(slim=True)` (`compact`), whose report keeps a compact form of each
+result from that pass instead (`report._columns`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Any, Literal, overload
 
 from weakincentives import serde
 from weakincentives.errors import RunStoreError, SerdeError
@@ -64,11 +66,15 @@ class StoredResults(Sequence[EvalResult]):
         streamed: A report computes its tables from one pass over `stream()` instead
             of holding the results (set when nothing else of the report needs them
             side by side: one experiment, one epoch).
+        compact: Several experiments or epochs, each key once, nothing `earlier`: a
+            report computes its tables from one pass over `positions()` and keeps
+            only a compact form of each result for what compares them side by side
+            (`report._columns`); implies `streamed`.
     """
 
     __slots__ = (
-        "_count", "_decode", "_earlier", "_end", "_kept", "_lock", "_path", "_start",
-        "_transform", "streamed", "unique_keys",
+        "_count", "_decode", "_earlier", "_end", "_experiment", "_kept", "_lock", "_path",
+        "_start", "_transform", "compact", "streamed", "unique_keys",
     )  # fmt: skip
 
     def __init__(
@@ -83,6 +89,7 @@ class StoredResults(Sequence[EvalResult]):
         report_fields: bool = False,
         unique_keys: bool = False,
         streamed: bool = False,
+        compact: bool = False,
     ) -> None:
         self._path = path
         self._start = start
@@ -92,11 +99,14 @@ class StoredResults(Sequence[EvalResult]):
         self._transform = transform
         self._decode = decode_report_fields if report_fields else _decode
         self._kept: tuple[EvalResult, ...] | None = None
+        self._experiment: str | None = None
         self._lock = threading.Lock()
         self.unique_keys = unique_keys
         """Whether each result key occurs once (see the class docstring)."""
-        self.streamed = streamed
+        self.streamed = streamed or compact
         """Whether a report streams these results for its tables (class docstring)."""
+        self.compact = compact and not self._earlier
+        """Whether a report keeps a compact form of these results (class docstring)."""
 
     @property
     def path(self) -> Path:
@@ -137,6 +147,48 @@ class StoredResults(Sequence[EvalResult]):
             return iter(kept)
         return itertools.chain(self._earlier, self._read())
 
+    def of_experiment(self, name: str, count: int) -> StoredResults:
+        """The `count` results of experiment `name` among these, read when asked for.
+
+        For the report of one experiment of a `compact` run: its results are read from
+        the same file (the others skipped) if something asks for them.
+        """
+        part = StoredResults(
+            self._path, start=self._start, end=self._end, count=count,
+            transform=self._transform, unique_keys=self.unique_keys,
+        )  # fmt: skip
+        part._decode = self._decode
+        part._experiment = name
+        return part
+
+    def positions(self) -> Iterator[tuple[int, EvalResult]]:
+        """`(offset, result)` for each result, in order, none kept.
+
+        The offset is where the result's line starts in the file: `read_at(offset)`
+        reads that result again; it is -1 for the `earlier` results (not in the file's
+        range: they cannot be read back).
+        """
+        earlier = ((-1, result) for result in self._earlier)
+        return itertools.chain(earlier, self._read(with_offsets=True))
+
+    def read_at(self, offset: int) -> EvalResult:
+        """The result whose line starts at `offset` of the file (see `positions`).
+
+        Raises:
+            RunStoreError: the file cannot be read there, or the line is not a result.
+        """
+        try:
+            with self._path.open("rb") as handle:
+                handle.seek(offset)
+                raw = handle.readline()
+            result = self._decode(raw)
+        except (OSError, SerdeError) as exc:
+            raise RunStoreError(
+                f"{self._path}: cannot read the result at byte {offset} back: {exc}; keep "
+                "the run directory unchanged while its report is in use"
+            ) from exc
+        return result if self._transform is None else self._transform(result)
+
     def _all(self) -> tuple[EvalResult, ...]:
         kept = self._kept
         if kept is None:
@@ -146,7 +198,11 @@ class StoredResults(Sequence[EvalResult]):
                     kept = self._kept = (*self._earlier, *self._read())
         return kept
 
-    def _read(self) -> Iterator[EvalResult]:
+    @overload
+    def _read(self, *, with_offsets: Literal[False] = False) -> Iterator[EvalResult]: ...
+    @overload
+    def _read(self, *, with_offsets: Literal[True]) -> Iterator[tuple[int, EvalResult]]: ...
+    def _read(self, *, with_offsets: bool = False) -> Iterator[Any]:
         transform, decode = self._transform, self._decode
         try:
             handle = self._path.open("rb")
@@ -170,8 +226,12 @@ class StoredResults(Sequence[EvalResult]):
                     raise RunStoreError(
                         f"{self._path}: a result line does not read: {exc}"
                     ) from exc
+                if self._experiment is not None and result.experiment_name != self._experiment:
+                    continue
                 read += 1
-                yield result if transform is None else transform(result)
+                if transform is not None:
+                    result = transform(result)
+                yield (position - len(raw), result) if with_offsets else result
         if read != self._count:
             raise RunStoreError(
                 f"{self._path}: expected {self._count} results between bytes {self._start} and "
