@@ -26,7 +26,11 @@ def _collector_on() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
+    # As it was before the test, either way: a test that turns the collector off must
+    # not leave it off for the rest of the session (other tests measure memory).
+    if was:
+        gc.enable()
+    else:
         gc.disable()
 
 

@@ -148,3 +148,22 @@ def test_a_streamed_report_keeps_nothing_per_result(tmp_path: Path) -> None:
     small, large = peak(1_000), peak(10_000)
     # Holding the slim results would take about 400 bytes each (3.6 MB more here).
     assert (large - small) / 9_000 < 20
+
+
+def test_the_runners_report_of_several_experiments_keeps_a_compact_form(tmp_path: Path) -> None:
+    from weakincentives.evals import run_eval
+    from weakincentives.evals._records import Sample
+    from weakincentives.experiment import Experiment
+
+    def answer(question: str) -> str:
+        return question if int(question[1:]) % 3 else "wrong"
+
+    samples = [Sample(id=f"s{i}", input=f"q{i}", expected=f"q{i}") for i in range(60)]
+    report = run_eval(
+        samples, answer, lambda output, expected: Score(float(output == expected)),
+        experiments=[Experiment("baseline"), Experiment("v2")], epochs=2, store=tmp_path,
+    )  # fmt: skip
+    assert isinstance(report.results, StoredResults) and report.results.compact
+    in_memory = EvalReport(results=tuple(report.results), run_id=report.run_id, expected_count=240)
+    assert views(report) == views(in_memory)
+    assert report.to_json() == in_memory.to_json()

@@ -510,7 +510,8 @@ class LocalRun:
             results = StoredResults(
                 self.handle.results_path, start=start, end=end, count=count,
                 earlier=tuple(self.earlier.values()), transform=slim, report_fields=True,
-            unique_keys=True, streamed=len(s.experiments) == 1 and s.epochs == 1,
+                unique_keys=True, streamed=len(s.experiments) == 1 and s.epochs == 1,
+                compact=len(s.experiments) > 1 or s.epochs > 1,
             )  # fmt: skip
         return EvalReport(
             results=results, expected_count=self.expected_count(), run_id=self.run_id,
