@@ -230,7 +230,11 @@ class ViewerData:
 
         def make() -> list[ExperimentColumns]:
             names = self._counts(run_id)["experiment_names"]
-            return [experiment_columns(self._index, run_id, name) for name in names]
+            gathered = self._index.gathered_columns(run_id) or {}
+            return [
+                gathered.get(name) or experiment_columns(self._index, run_id, name)
+                for name in names
+            ]
 
         return self._summaries.get(("columns", run_id), make)
 

@@ -77,6 +77,10 @@ class _Usage(msgspec.Struct, gc=False):
     output_tokens: _Int64 | None = None
 
 
+class _Entry(msgspec.Struct, gc=False):
+    """A message or tool call: an object, counted, its fields skipped unread."""
+
+
 class _Line(msgspec.Struct, gc=False):
     """The fields of a result line the index keeps; msgspec skips the others unbuilt."""
 
@@ -90,8 +94,9 @@ class _Line(msgspec.Struct, gc=False):
     error_kind: str | None = None
     metadata: msgspec.Raw = _ABSENT
     bundle_path: msgspec.Raw = _ABSENT
-    tool_calls: list[msgspec.Raw] | None = None
-    messages: list[msgspec.Raw] | None = None
+    # Counted only. An entry that is not an object goes to SQL, which counts it too.
+    tool_calls: list[_Entry] | None = None
+    messages: list[_Entry] | None = None
     cost: _Int64 | float | None = None
     judge_cost: _Int64 | float | None = None
 
