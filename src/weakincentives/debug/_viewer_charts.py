@@ -32,7 +32,7 @@ from ._figures import (
     top_values,
 )
 from ._svg import BarChart, Format, Mark
-from ._viewer_stats import ExperimentColumns
+from ._viewer_columns import ExperimentColumns, Gathered
 
 __all__ = [
     "MAX_SLICE_VALUES",
@@ -119,17 +119,20 @@ class IndexCharts:
     """The failure groups."""
 
 
-def index_charts(index: Queryable, run_id: str, *, slice_key: str | None) -> IndexCharts:
+def index_charts(
+    index: Queryable, run_id: str, *, slice_key: str | None, gathered: Gathered | None = None
+) -> IndexCharts:
     """The charts of `run_charts` that come from SQL alone (no experiment statistics).
 
     They read nothing else, so the viewer makes them on a copy of the index beside the
-    statistics (`ResultIndex.reader`).
+    statistics (`ResultIndex.reader`). What was `gathered` while the run was read (the
+    rows of `_METRIC_SQL` and `_FAILED_SQL`) is not asked of SQL again.
     """
     return IndexCharts(
-        checks=_check_chart(index, run_id),
+        checks=_check_chart(index, run_id, gathered.checks if gathered else None),
         slice=_slice_chart(index, run_id, slice_key) if slice_key else None,
         epochs=_epoch_charts(index, run_id),
-        failures=_failures(index, run_id),
+        failures=_failures(index, run_id, gathered.failed if gathered else None),
     )
 
 
@@ -181,9 +184,12 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
+def _check_chart(
+    index: Queryable, run_id: str, gathered: list[tuple[Any, ...]] | None
+) -> BarChart | None:
     rates = []
-    for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
+    counted = index.query(_METRIC_SQL, (run_id,)) if gathered is None else gathered
+    for name, experiment, n, total, samples, binary, unit in counted:
         if binary == n and samples == n:  # what `estimate` does for such values
             found = estimate_counts(int(total), n)
         else:
@@ -262,11 +268,12 @@ def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
     return out
 
 
-def _failures(index: Queryable, run_id: str) -> dict[str, Any]:
+def _failures(
+    index: Queryable, run_id: str, gathered: list[tuple[Any, ...]] | None
+) -> dict[str, Any]:
     items = []
-    for rid, experiment, sample, epoch, error, kind, reason, failing in index.query(
-        _FAILED_SQL, (run_id,)
-    ):
+    found = index.query(_FAILED_SQL, (run_id,)) if gathered is None else gathered
+    for rid, experiment, sample, epoch, error, kind, reason, failing in found:
         if error is None and failing:  # `failure_key` of these checks, found by SQL
             key = f"failed check: {failing}"
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -106,14 +106,31 @@ class ViewerData:
         Raises:
             ViewerError: `target` is none of the accepted kinds, or cannot be read.
         """
+        return cls.prepare(target, cache=cache)[1]()
+
+    @classmethod
+    def prepare(
+        cls, target: str | Path, *, cache: bool = True
+    ) -> tuple[dict[str, Any], Callable[[], ViewerData]]:
+        """Check `target` and say what it holds, leaving the slow part for later.
+
+        Returns `(info, build)`: `info` is what the built data's `info()` gives, and
+        `build()` reads and indexes the runs (what `open` does after the checks).
+        `wink debug` serves its page while `build` runs (`ViewerServer`).
+
+        Raises:
+            ViewerError: `target` is none of the accepted kinds (`build` raises it when
+                a run cannot be read).
+        """
         path = Path(target)
         if path.name == RESULTS_FILE:
             path = path.parent
         if path.is_file():
             try:
-                return cls(path, bundle=DebugBundle.open(path))
+                data = cls(path, bundle=DebugBundle.open(path))
             except BundleError as exc:
                 raise ViewerError(f"cannot show {path} as a debug bundle: {exc}") from exc
+            return data.info(), lambda: data
         if not path.is_dir():
             raise ViewerError(f"{path}: no such file or directory")
         runs = _run_dirs(path)
@@ -122,14 +139,20 @@ class ViewerData:
                 f"{path} is not a run directory (no results.jsonl) and holds no runs; pass a "
                 "run directory, a directory of runs (e.g. runs/) or a debug bundle (.zip)"
             )
-        if len(runs) == 1:
-            return cls(path, index=open_run_index(runs[0], cache=cache))
-        index = ResultIndex()
-        for run_dir in runs:
-            index.add_run(run_dir)
-        # The rest of the index (sort indexes, text) waits for the first page: see `charts`.
-        index.finish(defer=True)
-        return cls(path, index=index)
+
+        def build() -> ViewerData:
+            if len(runs) == 1:
+                return cls(path, index=open_run_index(runs[0], cache=cache))
+            index = ResultIndex()
+            for run_dir in runs:
+                index.add_run(run_dir)
+            # The rest of the index (sort indexes, text) waits for the first page: see
+            # `charts`.
+            index.finish(defer=True)
+            return cls(path, index=index)
+
+        # A run's id is its directory's name (`ResultIndex.add_run`).
+        return {"target": str(path), "kind": "runs", "runs": [r.name for r in runs]}, build
 
     @property
     def kind(self) -> TargetKind:
@@ -230,10 +253,10 @@ class ViewerData:
 
         def make() -> list[ExperimentColumns]:
             names = self._counts(run_id)["experiment_names"]
-            gathered = self._index.gathered_columns(run_id) or {}
+            gathered = self._index.gathered(run_id)
+            made = gathered.columns if gathered is not None else {}
             return [
-                gathered.get(name) or experiment_columns(self._index, run_id, name)
-                for name in names
+                made.get(name) or experiment_columns(self._index, run_id, name) for name in names
             ]
 
         return self._summaries.get(("columns", run_id), make)
@@ -271,7 +294,10 @@ class ViewerData:
 
     def _index_charts(self, run_id: str, key: str | None, index: Queryable) -> IndexCharts:
         return self._charts.get(
-            ("index", run_id, key), lambda: index_charts(index, run_id, slice_key=key)
+            ("index", run_id, key),
+            lambda: index_charts(
+                index, run_id, slice_key=key, gathered=self._index.gathered(run_id)
+            ),
         )
 
     def warm(self) -> threading.Thread | None:

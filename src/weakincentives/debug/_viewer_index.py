@@ -48,7 +48,7 @@ from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 from ._query_cache import load_cache, store_cache
 from ._run_loader import delete_superseded, prepare
 from ._run_schema import KEY
-from ._viewer_columns import ExperimentColumns, Gathered
+from ._viewer_columns import Gathered
 from ._viewer_lines import decode_batches
 from ._viewer_load import Load
 from ._viewer_schema import (
@@ -383,14 +383,13 @@ class ResultIndex:
         sample_id, experiment, epoch, line, offset = found
         return _Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
 
-    def gathered_columns(self, run_id: str) -> dict[str, ExperimentColumns] | None:
-        """Experiment -> the statistics columns gathered while run `run_id` was read.
+    def gathered(self, run_id: str) -> Gathered | None:
+        """What was gathered of run `run_id` while it was read (`_viewer_columns.py`).
 
-        None when they could not be gathered (see `_viewer_columns.py`) or the index
-        was opened from its cache: read them by SQL then (`_viewer_stats`).
+        None when it could not be gathered, or the index was opened from its cache: the
+        statistics and charts read the index then.
         """
-        gathered = self._gathered.get(run_id)
-        return None if gathered is None else gathered.columns
+        return self._gathered.get(run_id)
 
     def experiments(self, run_id: str) -> dict[str, int]:
         """Experiment -> results of run `run_id`, in order of first appearance."""

@@ -23,6 +23,7 @@ does; SQLite would read the first.)
 from __future__ import annotations
 
 import itertools
+import operator
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ class DecodedBatch:
     of `wink_json`, whose last column is for the metrics of the lines SQL judges)."""
     metrics: list[tuple[int, str, int | float]] = field(default_factory=list)
     """`metrics` rows of the decoded lines: `(result id, name, value)`."""
+    failed: list[tuple[Any, ...]] = field(default_factory=list)
+    """Of the decoded lines that did not pass: the rows `_viewer_charts._FAILED_SQL`
+    gives (id, experiment, sample, epoch, error, error kind, reason, failing checks)."""
     staged: list[int | str] = field(default_factory=list)
     """`line, offset, text` of every other non-blank line, flattened (as `stage_lines`)."""
     lines: int = 0
@@ -119,6 +123,19 @@ def _row(line: _Line, result_id: int, run_id: str, lineno: int, offset: int) -> 
     )  # fmt: skip
 
 
+_FAILED = operator.itemgetter(0, 3, 2, 4, 14, 6, 13)
+"""id, experiment, sample, epoch, error, error kind, reason: of a `results` row."""
+
+
+def _failing(metrics: Sequence[_Metric]) -> str | None:
+    """The checks a result failed, as `_viewer_charts._FAILED_SQL` lists them.
+
+    Its top-level metrics in [0, 0.5), sorted by name, comma-separated; None if none.
+    """
+    names = sorted(m.name for m in metrics if "." not in m.name and 0 <= m.value < 0.5)
+    return ", ".join(names) if names else None
+
+
 def insert_rows(
     conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]], *, per: int = 20
 ) -> None:
@@ -171,8 +188,11 @@ def decode_batches(
             batch.rows.append(row)
             if metadata:
                 batch.metadata.append((row[0], metadata.decode(), None))
-            for metric in line.score.metrics or ():
+            metrics = line.score.metrics or ()
+            for metric in metrics:
                 batch.metrics.append((row[0], metric.name, metric.value))
+            if row[5] != "passed":
+                batch.failed.append((*_FAILED(row), _failing(metrics)))
             if batch.lines >= batch_lines:
                 yield batch
                 batch = DecodedBatch()

@@ -49,7 +49,7 @@ class Load:
         insert_rows(self._db, "temp.wink_json", batch.metadata)
         self.keys.update(map(_KEY, batch.rows))
         self.found += len(batch.rows)
-        self.columns.add(batch.rows)
+        self.columns.add(batch)
         if batch.staged:
             self._judge(batch.staged)
         for statement in SPREAD:
