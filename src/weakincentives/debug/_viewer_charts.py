@@ -36,13 +36,17 @@ from ._viewer_columns import ExperimentColumns, Gathered
 
 __all__ = [
     "MAX_SLICE_VALUES",
+    "Chart",
     "IndexCharts",
     "Queryable",
     "comparison_charts",
+    "distribution_charts",
     "index_charts",
     "run_charts",
+    "slice_chart",
     "slice_comparisons",
     "slice_keys",
+    "whole_run_charts",
 ]
 
 MAX_SLICE_VALUES = 20
@@ -124,13 +128,26 @@ def index_charts(
 ) -> IndexCharts:
     """The charts of `run_charts` that come from SQL alone (no experiment statistics).
 
-    They read nothing else, so the viewer makes them on a copy of the index beside the
-    statistics (`ResultIndex.reader`). What was `gathered` while the run was read (the
-    rows of `_METRIC_SQL` and `_FAILED_SQL`) is not asked of SQL again.
+    They read nothing else, so the viewer makes them on copies of the index beside the
+    statistics (`ResultIndex.reader`): `whole_run_charts`, and `slice_chart` for
+    `slice_key`.
+    """
+    made = whole_run_charts(index, run_id, gathered=gathered)
+    chart = slice_chart(index, run_id, slice_key) if slice_key else None
+    return dataclasses.replace(made, slice=chart)
+
+
+def whole_run_charts(
+    index: Queryable, run_id: str, *, gathered: Gathered | None = None
+) -> IndexCharts:
+    """`index_charts` without the per-slice chart (which depends on the key chosen).
+
+    The failed results `gathered` while the run was read (the rows of `_FAILED_SQL`)
+    are not asked of SQL again.
     """
     return IndexCharts(
-        checks=_check_chart(index, run_id, gathered.checks if gathered else None),
-        slice=_slice_chart(index, run_id, slice_key) if slice_key else None,
+        checks=_check_chart(index, run_id),
+        slice=None,
         epochs=_epoch_charts(index, run_id),
         failures=_failures(index, run_id, gathered.failed if gathered else None),
     )
@@ -139,20 +156,20 @@ def index_charts(
 def run_charts(
     made: IndexCharts,
     experiments: Sequence[Mapping[str, Any]],
-    columns: Sequence[ExperimentColumns],
+    distributions: Sequence[Chart],
     *,
     slice_key: str | None,
 ) -> dict[str, Any]:
     """The run page's charts (as `chart_json`) and its failure groups.
 
     `made` are the run's `index_charts` for `slice_key`; `experiments` are the
-    `experiment_view`s of `columns`, in the same order.
+    `experiment_view`s of its columns, and `distributions` their `distribution_charts`.
     """
     charts: list[Chart] = [_pass_rate_chart(experiments)]
     charts += [chart for chart in (made.checks, made.slice) if chart is not None]
     charts += made.epochs
     names = [e["name"] for e in experiments]
-    charts += _distributions(columns)
+    charts += distributions
     # Each experiment keeps its colour and its place among a label's rows in every chart.
     charts = [
         dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
@@ -184,12 +201,9 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _check_chart(
-    index: Queryable, run_id: str, gathered: list[tuple[Any, ...]] | None
-) -> BarChart | None:
+def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
     rates = []
-    counted = index.query(_METRIC_SQL, (run_id,)) if gathered is None else gathered
-    for name, experiment, n, total, samples, binary, unit in counted:
+    for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
         if binary == n and samples == n:  # what `estimate` does for such values
             found = estimate_counts(int(total), n)
         else:
@@ -199,7 +213,8 @@ def _check_chart(
     return check_rates_chart(rates)
 
 
-def _slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
+def slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
+    """Pass rate per value of metadata `key` and experiment, with intervals."""
     marks = []
     for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
         if samples == n:  # what `estimate` does for 0/1 values of distinct samples
@@ -238,7 +253,8 @@ def _epoch_charts(index: Queryable, run_id: str) -> list[Chart]:
     return out
 
 
-def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
+def distribution_charts(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
+    """Score, latency, token and cost histograms of each experiment's columns."""
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
@@ -262,7 +278,8 @@ def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
         )  # fmt: skip
         if chart.series:
             out.append(chart)
-    cost = cost_histogram(costs)
+    # Without a single priced result there is no cost to draw (`cost_histogram`).
+    cost = cost_histogram(costs) if any(c.costs for c in experiments) else None
     if cost is not None:
         out.append(cost)
     return out

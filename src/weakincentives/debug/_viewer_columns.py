@@ -18,7 +18,6 @@ dropped), the gatherer gives up and the statistics are read from the index inste
 from __future__ import annotations
 
 import collections
-import math
 import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -76,9 +75,6 @@ class Gathered:
     """The rows `_viewer_schema.TALLY` gives (in no particular order)."""
     failed: list[tuple[Any, ...]]
     """The rows `_viewer_charts._FAILED_SQL` gives (the results that did not pass)."""
-    checks: list[tuple[Any, ...]]
-    """The rows `_viewer_charts._METRIC_SQL` gives, except that the sum of the values is
-    only right when every value is 0 or 1 (the only case the checks chart reads it)."""
 
 
 # Positions in a `results` row (`_viewer_schema.RESULT_COLUMNS`).
@@ -153,55 +149,6 @@ class _Part:
         )  # fmt: skip
 
 
-class _Check:
-    """One check (metric name) of one experiment: what `_METRIC_SQL` counts."""
-
-    __slots__ = ("binary", "first", "high", "low", "n", "ones", "samples")
-
-    def __init__(self, first: int) -> None:
-        self.first = first
-        self.n = self.ones = self.binary = 0
-        self.low = math.inf
-        self.high = -math.inf
-        self.samples: set[str] = set()
-
-
-class _Checks:
-    """The score metrics of every result, counted per name and experiment."""
-
-    def __init__(self) -> None:
-        self._checks: dict[tuple[str, str], _Check] = {}
-
-    def add(self, rows: Sequence[tuple[Any, ...]], metrics: Sequence[tuple[Any, ...]]) -> None:
-        """Count `metrics` (`(result id, name, value)`) of the results `rows`."""
-        of = {row[_ID]: (row[_EXPERIMENT], row[_SAMPLE]) for row in rows}
-        groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-        for metric in metrics:
-            experiment, sample = of[metric[0]]
-            groups.setdefault((metric[1], experiment), []).append((metric[2], sample))
-        for key, found in groups.items():
-            check = self._checks.get(key)
-            if check is None:
-                first = next(m[0] for m in metrics if (m[1], of[m[0]][0]) == key)
-                check = self._checks[key] = _Check(first)
-            values = [value for value, _ in found]
-            ones, zeros = values.count(1), values.count(0)
-            check.n += len(values)
-            check.ones += ones
-            check.binary += ones + zeros
-            check.low = min(check.low, min(values))
-            check.high = max(check.high, max(values))
-            check.samples.update(sample for _, sample in found)
-
-    def rows(self) -> list[tuple[Any, ...]]:
-        """`_METRIC_SQL`'s rows, in order of first result."""
-        ordered = sorted(self._checks.items(), key=lambda item: item[1].first)
-        return [
-            (name, experiment, c.n, c.ones, len(c.samples), c.binary, c.low >= 0 and c.high <= 1)
-            for (name, experiment), c in ordered
-        ]
-
-
 def _column(rows: Sequence[tuple[Any, ...]], position: int) -> list[Any]:
     return list(map(operator.itemgetter(position), rows))
 
@@ -217,7 +164,6 @@ class ColumnGatherer:
         self._parts: dict[str, _Part] = {}
         self._tally: dict[tuple[str, str, str | None], list[int]] = {}
         self._failed: list[tuple[Any, ...]] = []
-        self._checks = _Checks()
         self._valid = True
 
     def add(self, batch: DecodedBatch) -> None:
@@ -226,8 +172,6 @@ class ColumnGatherer:
         if not self._valid or not rows:
             return
         self._failed += batch.failed
-        if batch.metrics:
-            self._checks.add(rows, batch.metrics)
         experiments = _column(rows, _EXPERIMENT)
         self._count(rows, experiments)
         if experiments.count(experiments[0]) == len(rows):  # usually: a batch, one experiment
@@ -261,7 +205,6 @@ class ColumnGatherer:
         self._parts = {}
         self._tally = {}
         self._failed = []
-        self._checks = _Checks()
 
     def result(self) -> Gathered | None:
         """What was gathered; None after `drop`."""
@@ -271,5 +214,4 @@ class ColumnGatherer:
             columns={name: part.columns(name) for name, part in self._parts.items()},
             tally=[(*key, n, first) for key, (n, first) in self._tally.items()],
             failed=self._failed,
-            checks=self._checks.rows(),
         )
