@@ -474,21 +474,16 @@ class ResultIndex:
             return self._db.execute(sql, params).fetchall()
 
     def reader(self) -> IndexReader:
-        """A copy of the finished index on a connection of its own, for `query` only.
+        """A copy of the index as it is, on a connection of its own, for `query` only.
 
         Queries on it run beside the index's own (SQLite works without the GIL): the
-        viewer makes a run page's charts on one while it computes the statistics.
-        Call it before the background work starts (`start_background`), while the
-        tables hold what the copy should.
-
-        Raises:
-            ViewerError: the index is not finished.
+        viewer makes a run page's charts on one while it computes the statistics, or,
+        taken before `finish()` (the runs' rows, without the first page's indexes),
+        while the index builds those. Call it before the background work starts
+        (`start_background`), while the tables hold what the copy should.
         """
         copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         with self._lock:
-            if not self._finished:
-                copy.close()
-                raise ViewerError("the index is not finished; call finish() first")
             self._db.backup(copy)
         copy.execute("PRAGMA query_only = ON")
         return IndexReader(copy)

@@ -132,6 +132,9 @@ def _failing(metrics: Sequence[_Metric]) -> str | None:
 
     Its top-level metrics in [0, 0.5), sorted by name, comma-separated; None if none.
     """
+    if len(metrics) == 1:  # the usual case, without building a list
+        (m,) = metrics
+        return m.name if "." not in m.name and 0 <= m.value < 0.5 else None
     names = sorted(m.name for m in metrics if "." not in m.name and 0 <= m.value < 0.5)
     return ", ".join(names) if names else None
 
@@ -192,7 +195,7 @@ def decode_batches(
             for metric in metrics:
                 batch.metrics.append((row[0], metric.name, metric.value))
             if row[5] != "passed":
-                batch.failed.append((*_FAILED(row), _failing(metrics)))
+                batch.failed.append((*_FAILED(row), _failing(metrics) if metrics else None))
             if batch.lines >= batch_lines:
                 yield batch
                 batch = DecodedBatch()

@@ -226,6 +226,9 @@ class RunPages:
         if self._index.gathered(run.run_id) is None:
             return None
 
+        # The whole run's SQL charts need no index but the rows': on a copy, meanwhile.
+        self._on_copy(run.run_id, lambda reader: self._whole_run_charts(run.run_id, reader))
+
         def make() -> None:
             try:
                 self._summaries.get(run.run_id, lambda: self._summarize(run.run_id))
@@ -253,25 +256,13 @@ class RunPages:
             return None
         run_id = runs[0].run_id
 
-        def on_copy(make: Callable[[IndexReader], object]) -> None:
-            reader = self._index.reader()
-
-            def run() -> None:
-                try:
-                    make(reader)
-                except Exception:  # made again, and reported, by the page's own request
-                    _log.debug("charting %s on a copy failed", run_id, exc_info=True)
-                finally:
-                    reader.close()
-
-            threading.Thread(target=run, daemon=True).start()
-
         def make() -> None:
             try:
-                on_copy(lambda reader: self._whole_run_charts(run_id, reader))
+                if not self._charts.has(("whole", run_id)):  # `prework` may have started it
+                    self._on_copy(run_id, lambda reader: self._whole_run_charts(run_id, reader))
                 key = self._slice_key(run_id, None)[0]
                 if key is not None:
-                    on_copy(lambda reader: self._slice(run_id, key, reader))
+                    self._on_copy(run_id, lambda reader: self._slice(run_id, key, reader))
                 self.run(run_id)
                 self._run_charts(run_id, None)
             except Exception:  # the page's own request reports it
@@ -280,6 +271,20 @@ class RunPages:
         thread = threading.Thread(target=make, name="wink-debug-warm", daemon=True)
         thread.start()
         return thread
+
+    def _on_copy(self, run_id: str, make: Callable[[IndexReader], object]) -> None:
+        """Run `make` on a copy of the index (`ResultIndex.reader`), on a thread of its own."""
+        reader = self._index.reader()
+
+        def run() -> None:
+            try:
+                make(reader)
+            except Exception:  # made again, and reported, by the page's own request
+                _log.debug("charting %s on a copy failed", run_id, exc_info=True)
+            finally:
+                reader.close()
+
+        threading.Thread(target=run, name="wink-debug-charts", daemon=True).start()
 
     def _facets(self, run_id: str) -> Facets:
         self._run(run_id)
