@@ -175,6 +175,7 @@ class ViewerData(RunPages):
             run_id, flt, sort=page.sort, descending=page.descending,
             offset=page.offset, limit=page.limit,
         )  # fmt: skip
+        self._served("results")
         return {
             "total": found.total,
             "offset": found.offset,

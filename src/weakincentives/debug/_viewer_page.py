@@ -49,6 +49,8 @@ from ._viewer_views import experiment_view, json_safe
 __all__ = ["NotFoundError", "RunPages"]
 
 _log = logging.getLogger(__name__)
+_FIRST_PAGE = frozenset({"charts", "results"})
+"""The requests of a run's page after which the index's background work starts."""
 
 
 class NotFoundError(ViewerError, LookupError):
@@ -63,6 +65,7 @@ class RunPages:
         self._bundle = bundle
         self._summaries = Memo()
         self._charts = Memo()
+        self._first_page: set[str] = set()
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run: id, status, dates and result counts per status."""
@@ -172,9 +175,18 @@ class RunPages:
             ViewerError: no result has metadata key `slice_key`.
         """
         charts = self._run_charts(run_id, slice_key)
-        # The run page's charts come last: the index's background work starts after them.
-        self._index.start_background()
+        self._served("charts")
         return charts
+
+    def _served(self, part: str) -> None:
+        """A part of the run page was served (`charts` or `results`, its first rows).
+
+        The index's background work (`ResultIndex.start_background`) starts once both
+        were: before, it would slow down whichever comes last.
+        """
+        self._first_page.add(part)
+        if self._first_page >= _FIRST_PAGE:
+            self._index.start_background()
 
     def _run_charts(self, run_id: str, slice_key: str | None) -> dict[str, Any]:
         key, keys = self._slice_key(run_id, slice_key)
