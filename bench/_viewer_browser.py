@@ -5,10 +5,12 @@ user's browser already runs):
 
 - `browser_index_s`: from starting `wink debug RUN --no-open` (a fresh interpreter:
   imports, the index of the run, the server) until Chromium shows the run page with its
-  statistics, charts and the first page of results (`1-50 of N`, with an en dash);
+  statistics, charts and the first page of results (`1-50 of N`, with an en dash; the
+  page fills all three at once), checked on every animation frame;
 - `browser_index_cpu_s`: the CPU time the `wink debug` process used until then (steadier
   than wall time on a shared machine: the process's own work, not its waiting);
-- `browser_served_s`: of that, until the command printed its URL (the index is built);
+- `browser_served_s`: of that, until the command printed its URL (it builds the index
+  meanwhile: the browser loads the page while it does);
 - `browser_page_ms`: the results grid's next page, from the click until the grid shows it
   (best of `PAGES`);
 - `browser_filter_ms`: choosing "failed" in the status filter until the grid shows them;

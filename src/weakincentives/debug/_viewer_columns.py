@@ -138,9 +138,11 @@ class _Part:
                 )
 
     def columns(self, name: str) -> ExperimentColumns:
-        from weakincentives.evals import stats
+        clusters = None
+        if len(self.epochs) > 1:  # else every sample once: nothing to cluster
+            from weakincentives.evals import stats
 
-        clusters = stats.repeated_samples(self.samples) if len(self.epochs) > 1 else None
+            clusters = stats.repeated_samples(self.samples)
         return ExperimentColumns(
             name=name, passed=self.passed, scores=self.scores, latency_ms=self.latency,
             tokens=self.tokens, clusters=clusters, errors_by_kind=self.kinds,

@@ -30,7 +30,6 @@ from weakincentives.evals import (
 )
 
 from ._diff import pair_diff
-from ._html_report import render_html_report
 from ._viewer_cache import open_run_index
 from ._viewer_charts import (
     comparison_charts,
@@ -345,6 +344,8 @@ class ViewerData(RunPages):
         Raises:
             NotFoundError: no such run.
         """
+        from ._html_report import render_html_report
+
         run = self._run(run_id)
         report = EvalReport.load(run.path, slim=True)  # the report reads no transcript
         return render_html_report(report, baseline=baseline or None, slice_key=slice_key or None)

@@ -13,8 +13,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._tables import bundle_tables
@@ -263,6 +261,8 @@ def _intervals(
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p95": None}
+    import numpy as np  # on first use: `wink debug` imports it while the run is indexed
+
     array = np.asarray(values, dtype=float)
     return {
         "mean": float(array.mean()),
