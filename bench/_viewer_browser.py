@@ -7,8 +7,9 @@ user's browser already runs):
   imports, the index of the run, the server) until Chromium shows the run page with its
   statistics, charts and the first page of results (`1-50 of N`, with an en dash; the
   page fills all three at once), checked on every animation frame;
-- `browser_index_cpu_s`: the CPU time the `wink debug` process used until then (steadier
-  than wall time on a shared machine: the process's own work, not its waiting);
+- `browser_index_cpu_s`: the CPU time the `wink debug` process (and the child that reads
+  half of a large run) used until then (steadier than wall time on a shared machine: the
+  process's own work, not its waiting);
 - `browser_served_s`: of that, until the command printed its URL (it builds the index
   meanwhile: the browser loads the page while it does);
 - `browser_page_ms`: the results grid's next page, from the click until the grid shows it
@@ -179,10 +180,12 @@ def _wait_for_text(page: Any, selector: str, pattern: re.Pattern[str]) -> None:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used so far (Linux; NaN elsewhere)."""
+    """CPU seconds (user + system) process `pid` and its finished children have used so
+    far (Linux; NaN elsewhere): the child that reads half of a large run counts too."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
         return float("nan")
-    # After the command name: state is field 3, utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    # After the command name: state is field 3; utime, stime, cutime and cstime (of the
+    # children waited for) are fields 14 to 17.
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")

@@ -49,7 +49,6 @@ from ._query_cache import load_cache, store_cache
 from ._run_loader import delete_superseded, prepare
 from ._run_schema import KEY
 from ._viewer_columns import Gathered
-from ._viewer_lines import decode_batches
 from ._viewer_load import Load
 from ._viewer_schema import (
     INDEXES,
@@ -63,6 +62,7 @@ from ._viewer_schema import (
     json_text,
 )
 from ._viewer_search import SearchBuilder
+from ._viewer_split import read_batches
 from ._viewer_types import (
     SORT_KEYS,
     Facets,
@@ -241,7 +241,7 @@ class ResultIndex:
         load = Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
-            for batch in decode_batches(path, id_base=id_base, run_id=run_id):
+            for batch in read_batches(path, id_base=id_base, run_id=run_id):
                 load.insert(batch)
             gone: list[int] = []
             if len(load.keys) < load.found:  # a key was written twice: its last line wins

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import operator
 import sqlite3
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["DecodedBatch", "decode_batches", "insert_rows"]
+__all__ = [
+    "FRAME_HEADER",
+    "DecodedBatch",
+    "decode_batches",
+    "insert_rows",
+    "lines_before",
+    "write_batches",
+]
 
 BATCH_LINES = 5000
 """Lines per batch: inserted with one `executemany` each."""
@@ -159,20 +167,32 @@ def insert_rows(
 
 
 def decode_batches(
-    path: Path, *, id_base: int, run_id: str, batch_lines: int = BATCH_LINES
+    path: Path,
+    *,
+    id_base: int,
+    run_id: str,
+    batch_lines: int = BATCH_LINES,
+    start: int = 0,
+    stop: int | None = None,
+    first_line: int = 1,
 ) -> Iterator[DecodedBatch]:
     """Read `path` a batch at a time: decoded rows, and the lines SQL must judge.
 
-    Line `n` becomes result `id_base + n`.
+    Line `n` becomes result `id_base + n`. With `start` / `stop` (byte offsets of line
+    starts) only the lines from `start` up to `stop` are read; the first is line
+    `first_line` (`_viewer_split.py` reads a large file in two halves).
 
     Raises:
         OSError: the file cannot be opened or read.
     """
     decode = msgspec.json.Decoder(_Line).decode
     batch = DecodedBatch()
-    offset = lineno = 0
+    offset, lineno = start, first_line - 1
     with path.open("rb") as handle:
+        handle.seek(start)
         for raw in handle:
+            if stop is not None and offset >= stop:
+                break
             lineno += 1
             start, offset = offset, offset + len(raw)
             if raw.isspace():
@@ -201,3 +221,47 @@ def decode_batches(
                 batch = DecodedBatch()
     if batch.lines:
         yield batch
+
+
+FRAME_HEADER = 8
+"""Bytes of the length before each batch `write_batches` writes (little-endian)."""
+_CHUNK = 8 * 2**20
+
+
+def lines_before(path: Path, offset: int) -> int:
+    """The number of lines that start before byte `offset` (a line start) of `path`."""
+    count = 0
+    with path.open("rb") as handle:
+        while offset > 0:
+            chunk = handle.read(min(_CHUNK, offset))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count
+
+
+def write_batches(path: str, start: str, id_base: str, run_id: str) -> None:
+    """Decode the lines of `path` from byte `start` on and write them to stdout.
+
+    What the child of `_viewer_split.read_batches` runs: each batch as msgpack
+    (`rows, metadata, metrics, failed, staged, lines, last_line`) after its length, then
+    a length of 0 (an output without it was cut short).
+    """
+    offset = int(start)
+    first_line = lines_before(Path(path), offset) + 1
+    out = sys.stdout.buffer
+    encode = msgspec.msgpack.Encoder().encode
+    for batch in decode_batches(
+        Path(path), id_base=int(id_base), run_id=run_id, start=offset, first_line=first_line
+    ):
+        frame = encode((batch.rows, batch.metadata, batch.metrics, batch.failed,
+                        batch.staged, batch.lines, batch.last_line))  # fmt: skip
+        out.write(len(frame).to_bytes(FRAME_HEADER, "little"))
+        out.write(frame)
+    out.write((0).to_bytes(FRAME_HEADER, "little"))
+    out.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover - the child of `_viewer_split` runs this
+    write_batches(*sys.argv[1:])
