@@ -129,25 +129,25 @@ class RunPages:
         }
 
     def _manifest(self, run: IndexedRun) -> dict[str, Any]:
-        """What a run's head shows of its manifest (read once per run)."""
+        """What a run's head shows of its manifest, read again on each call.
 
-        def make() -> dict[str, Any]:
-            head: dict[str, Any] = {
-                "status": None, "created_at": None, "expected": None, "provenance": [],
-            }  # fmt: skip
-            try:
-                handle = RunStore(run.path.parent).open(run.path)
-            except RunStoreError:
-                return head  # results without a manifest: still worth showing
-            manifest = handle.manifest
+        A run still being written changes its status: the runs list and the run page
+        show the current one. (The first read is the slow one, pydantic building its
+        validator: `prework` makes it before the page asks.)
+        """
+        head: dict[str, Any] = {
+            "status": None, "created_at": None, "expected": None, "provenance": [],
+        }  # fmt: skip
+        try:
+            handle = RunStore(run.path.parent).open(run.path)
             head["status"] = handle.status
-            head["created_at"] = manifest.created_at.isoformat()
-            head["expected"] = manifest.counts.expected
-            head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
-            return head
-
-        made = self._summaries.get(("manifest", run.run_id), make)
-        return {**made, "provenance": list(made["provenance"])}
+        except RunStoreError:
+            return head  # results without a manifest: still worth showing
+        manifest = handle.manifest
+        head["created_at"] = manifest.created_at.isoformat()
+        head["expected"] = manifest.counts.expected
+        head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
+        return head
 
     def _columns(self, run_id: str) -> list[ExperimentColumns]:
         """Each experiment's columns: what its statistics and histograms are made of."""
@@ -231,9 +231,10 @@ class RunPages:
 
         `ViewerData.prepare` calls this once the run's rows are in and before the index
         builds the first page's SQL indexes: the statistics from the columns gathered
-        while the run was read, the histograms, and the manifest's head (pydantic) are
-        made meanwhile, so they are ready when the page asks. Nothing is done (None)
-        when nothing was gathered.
+        while the run was read, the histograms and the whole run's SQL charts (on a copy
+        of the index) are made meanwhile, and the manifest is read once (its first read
+        builds pydantic's validator), so the page finds them made. Nothing is done
+        (None) when nothing was gathered.
         """
         if self._index.gathered(run.run_id) is None:
             return None
@@ -245,7 +246,7 @@ class RunPages:
             try:
                 self._summaries.get(run.run_id, lambda: self._summarize(run.run_id))
                 self._distributions(run.run_id)
-                self._manifest(run)
+                self._manifest(run)  # read again by the page: a status may change
             except Exception:  # the page's own request makes it again, and reports it
                 _log.debug("preparing the page of %s failed", run.run_id, exc_info=True)
 
@@ -319,5 +320,7 @@ class RunPages:
 
     def _provenance(self, run_id: str) -> list[Any]:
         """The run's provenance rows (what its run page shows), read once per run."""
-        rows: list[Any] = self._manifest(self._run(run_id))["provenance"]
+        rows: list[Any] = self._summaries.get(
+            ("provenance", run_id), lambda: self._manifest(self._run(run_id))["provenance"]
+        )
         return rows
