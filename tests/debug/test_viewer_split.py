@@ -9,6 +9,7 @@ writes nonsense leaves the parent to read the second half itself.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def build(run: Path) -> tuple[ResultIndex, Any]:
 def split(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Split every file; record whether each child's batches were used."""
     monkeypatch.setattr(viewer_split, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(viewer_split, "_spare_core", lambda: True)  # whatever the load
     used: list[bool] = []
     original = viewer_split._Child.batches
 
@@ -116,3 +118,22 @@ def test_small_files_are_read_in_one_pass(tmp_path: Path) -> None:
     run.mkdir()
     (run / "results.jsonl").write_bytes(line(sample_id="a") + line(sample_id="b"))
     assert viewer_split._middle(run / "results.jsonl") is None
+
+
+def test_without_a_spare_core_the_file_is_read_in_one_pass(
+    odd_run: Path, split: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(viewer_split, "_spare_core", lambda: False)
+    build(odd_run)
+    assert split == []  # no child was started
+
+
+@pytest.mark.parametrize(
+    ("cpus", "load", "spare"), [(1, 0.0, False), (2, 0.6, True), (2, 1.5, False), (8, 5.0, True)]
+)
+def test_a_spare_core_is_one_beyond_the_load(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, load: float, spare: bool
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert viewer_split._spare_core() is spare

@@ -2,7 +2,8 @@
 
 Decoding a run's lines (`_viewer_lines.decode_batches`) is Python work, so threads do
 not share it (the GIL). For a large `results.jsonl` (`SPLIT_BYTES` or more, on a
-machine with more than one CPU), `read_batches` starts `python -m` this module on the
+machine with a CPU to spare: more than one, and a load average below the others),
+`read_batches` starts `python -m` this module on the
 second half of the file (from the first line that starts at or after its middle), as
 `python -I _viewer_lines.py` (`_viewer_lines.write_batches`): the child counts the lines
 before its half, decodes its lines exactly as the parent would (the same function), and
@@ -48,8 +49,8 @@ def read_batches(path: Path, *, id_base: int, run_id: str) -> Iterator[DecodedBa
     Raises:
         OSError: the file cannot be opened or read.
     """
-    two_cores = (os.cpu_count() or 1) > 1 and Path(_viewer_lines.__file__).is_file()
-    middle = _middle(path) if two_cores else None
+    child_can_run = _spare_core() and Path(_viewer_lines.__file__).is_file()
+    middle = _middle(path) if child_can_run else None
     if middle is None:
         yield from decode_batches(path, id_base=id_base, run_id=run_id)
         return
@@ -66,6 +67,20 @@ def read_batches(path: Path, *, id_base: int, run_id: str) -> Iterator[DecodedBa
     yield from decode_batches(
         path, id_base=id_base, run_id=run_id, start=middle, first_line=first_line
     )
+
+
+def _spare_core() -> bool:
+    """Whether a second CPU is likely idle (more than one, and a load below the rest).
+
+    On a busy machine the child would only compete for the CPU, and it costs some
+    (its start, and handing its batches over): the parent reads the whole file then.
+    """
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on this platform
+        load = 0.0
+    return cpus > 1 and load <= cpus - 1
 
 
 def _middle(path: Path) -> int | None:
