@@ -18,6 +18,11 @@ goes to SQL, and so does a line with a score metric that is not a name and a num
 by the same SQL as the other lines (`json_each`), so a value's text is the same either
 way. (Where a line repeats a key, msgspec keeps the last value, as the full reader
 does; SQLite would read the first.)
+
+Run as a script (`python -I _viewer_lines.py PATH START ID_BASE RUN_ID`), it decodes a
+file from a byte offset on and writes the batches to stdout (`write_batches`): the
+child process of `_viewer_split.py`. So it imports nothing but msgspec and the
+standard library.
 """
 
 from __future__ import annotations
