@@ -18,6 +18,7 @@ PACKAGE = SRC / "weakincentives"
 
 LAYERS: dict[str, int] = {
     "_lazy": 1,  # the lazy re-export helper of package `__init__`s; imports nothing of ours
+    "_ids": 1,  # batched random uuid4s (request and session ids); imports nothing of ours
     "errors": 1,
     "clock": 1,
     "serde": 1,

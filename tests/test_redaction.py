@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -15,11 +16,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
 from weakincentives import serde
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
-from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
+from weakincentives.redaction import REDACTED, RedactionPolicy, _trie_pattern, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
 from weakincentives.runtime.session import TurnUsage
 
@@ -222,3 +225,15 @@ def test_the_run_store_redacts_a_secret_in_a_custom_field_type(tmp_path: Path) -
     text = (run.path / "results.jsonl").read_text()
     assert secret not in text
     assert text.count(REDACTED) == 2
+
+
+@given(
+    words=st.lists(st.text(alphabet="ab_-:k", min_size=1, max_size=4), min_size=1, max_size=8),
+    text=st.text(alphabet="ab_-:kx", max_size=30),
+)
+def test_the_guard_word_search_finds_a_word_exactly_where_one_occurs(
+    words: list[str], text: str
+) -> None:
+    # The trie-shaped regex (one search per result line) says what `any(w in text)` says.
+    found = re.search(_trie_pattern(words), text) is not None
+    assert found == any(word in text for word in words)

@@ -139,6 +139,32 @@ _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and va
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
 
 
+def _trie_pattern(words: list[str]) -> str:
+    """A regex matching any of `words`, written as a trie: `s(?:k-|ecret)|a(?:iza|kia)|...`.
+
+    Python's `re` tries every branch of a flat alternation at each position of the text;
+    branching on one character at a time tries about one, which makes the search for the
+    guard words (once per result written) about twice as fast.
+    """
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + emit(sub) for char, sub in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a word ends here and longer ones go on: the rest is optional
+            return f"(?:{body})?"
+        return body
+
+    return emit(trie)
+
+
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     """`obj -> (obj.<name>, ...)` in one call (`attrgetter` returns a bare value for one)."""
     if len(names) > 1:
@@ -272,7 +298,7 @@ class Redactor:
         words = [w for g, _ in guards if isinstance(g, tuple) for w in g]
         if any(g is _kv_guard for g, _ in guards):
             words += _KV_GUARD_WORDS
-        self._any_guard_word = re.compile("|".join(map(re.escape, words))) if words else None
+        self._any_guard_word = re.compile(_trie_pattern(words)) if words else None
         self._unguarded = tuple(p for g, p in guards if g is None)
         self._default_fields = field_names.pattern == DEFAULT_SECRET_FIELD_NAMES
         self._fields = field_names
@@ -356,7 +382,9 @@ class Redactor:
                 append(item)
                 continue
             if kind is tuple or kind is list:
-                extend(item)
+                # `filter(None, ...)` drops None, empty containers and strings, zeros
+                # and False in C: none of them holds text to check.
+                extend(filter(None, item))
                 continue
             if item is None or kind in _SCALARS:
                 continue
@@ -368,13 +396,14 @@ class Redactor:
                     if type(key) is not str or self._secret_key(key):
                         return False
                     append(key)
-                    push(inner)
+                    if inner:
+                        push(inner)
             elif how is _ITEMS:
-                extend(item)
+                extend(filter(None, item))
             elif how is None:
                 return False
             else:
-                extend(how(item))
+                extend(filter(None, how(item)))
         return True
 
     def _how_to_read(self, cls: type) -> Any:

@@ -47,7 +47,7 @@ from weakincentives.evals import (
     threshold,
     tool_called,
 )
-from weakincentives.evals.runner._target import prepare_scorer
+from weakincentives.evals.runner._setup import prepare_scorer
 from weakincentives.evals.scoring._protocols import INLINE_ATTR
 from weakincentives.runtime.session import Session, SessionView
 

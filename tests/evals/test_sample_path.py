@@ -267,6 +267,29 @@ def test_a_forked_child_makes_other_request_ids_than_its_parent() -> None:
     assert child and child != new_id()
 
 
+def test_session_ids_are_unique_random_version_4_uuids() -> None:
+    # Made in batches of 256 (`weakincentives._ids`): more than two batches here.
+    ids = [Session().session_id for _ in range(600)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 4 and uuid.UUID(i).variant == uuid.RFC_4122 for i in ids)
+    assert all(str(uuid.UUID(i)) == i for i in ids)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_other_session_ids_than_its_parent() -> None:
+    assert Session().session_id  # the parent holds a batch of randomness
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child process
+        os.write(write, Session().session_id.encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child and child != Session().session_id
+
+
 def test_a_session_id_is_made_once_even_when_threads_ask_at_once() -> None:
     session = Session()
     barrier = threading.Barrier(8)

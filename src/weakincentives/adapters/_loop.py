@@ -120,7 +120,7 @@ def _begin(prompt: Prompt[Any], session: Session, clock: Clock, budget: Budget |
             prompt_key=prompt.template.key,
             prompt_name=prompt.name,
             messages=rendered.messages,
-            tools=tuple(t.name for t in rendered.tools),
+            tools=tuple(t.name for t in rendered.tools) if rendered.tools else (),
             overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
             applied_overrides=rendered.applied_overrides,
             rendered_at=clock.now(),
@@ -163,8 +163,9 @@ class _RunState:
     ) -> Generator[ModelRequest, ModelTurn, PromptResponse[Any]]:
         """The loop without I/O: yields each model request, is sent the turn answering it."""
         prompt, rendered = self.prompt, self.rendered
-        tools = {t.name: t for t in rendered.tools}
-        specs = tuple(t.spec() for t in rendered.tools)
+        offered = rendered.tools
+        tools = {t.name: t for t in offered} if offered else {}
+        specs = tuple(t.spec() for t in offered) if offered else ()
         # Shared, not copied: `ModelRequest.output_schema` is read-only (a Mapping).
         output_type = rendered.output_type
         schema = serde.json_schema(output_type, copy=False) if output_type else None
@@ -350,7 +351,7 @@ def parse_output(output_type: type[Any], text: str | None, prompt_name: str) -> 
         raise AdapterResponseError(
             f"prompt {prompt_name}: expected a {output_type.__name__} JSON object, got no text",
         )
-    fenced = _FENCE.match(text)
+    fenced = _FENCE.match(text) if "```" in text else None
     body = fenced.group(1) if fenced else text
     try:
         return serde.loads(output_type, body)

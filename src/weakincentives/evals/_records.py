@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
+from weakincentives._ids import uuid4_hex_batch
 from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
 from weakincentives.runtime.session import (
@@ -271,12 +272,6 @@ _set_int = uuid.UUID.__dict__["int"].__set__
 _set_is_safe = uuid.UUID.__dict__["is_safe"].__set__
 _set_text = _RequestId.__dict__["_text"].__set__
 
-_IDS_PER_BATCH = 256
-# Version 4, RFC 4122 variant, as `uuid.uuid4()`: in each id's 16 big-endian bytes, the
-# high nibble of byte 6 is 4 and the top two bits of byte 8 are 10.
-_KEEP = int.from_bytes(bytes.fromhex("ffffffffffff0fff3fffffffffffffff") * _IDS_PER_BATCH)
-_SET = int.from_bytes(bytes.fromhex("00000000000040008000000000000000") * _IDS_PER_BATCH)
-
 
 class _RandomIds:
     """Random (version 4) UUIDs like `uuid.uuid4()`, made from OS randomness in batches.
@@ -312,8 +307,7 @@ class _RandomIds:
 
     @staticmethod
     def _batch() -> list[_RequestId]:
-        bits = int.from_bytes(os.urandom(16 * _IDS_PER_BATCH)) & _KEEP | _SET
-        digits = f"{bits:0{32 * _IDS_PER_BATCH}x}"
+        digits = uuid4_hex_batch()
         new, unknown, ids = object.__new__, uuid.SafeUUID.unknown, []
         for start in range(0, len(digits), 32):
             h = digits[start : start + 32]

@@ -122,6 +122,8 @@ class PromptTemplate(Generic[OutputT]):
         object.__setattr__(self, "_display_name", self.name or f"{self.ns}/{self.key}")
         accepted = tuple(s.params_type for s in self.sections if s.params_type is not None)
         object.__setattr__(self, "_params_types", accepted)
+        object.__setattr__(self, "_bindable", set())  # param types `bind` has checked
+        object.__setattr__(self, "_render_plan", None)  # made by the first `render`
         # The output type's validator and schema, and the tools', are built when an agent
         # loop is (`serde.prepare_pending`), not on the first sample of its first run.
         if self.output_type is not None:
@@ -197,8 +199,12 @@ class Prompt(Generic[OutputT]):
         Raises:
             PromptParamsError: when a positional value matches no section's params type.
         """
-        accepted: tuple[type[Any], ...] = self.template._params_types  # type: ignore[attr-defined]
+        template = self.template
+        accepted: tuple[type[Any], ...] = template._params_types  # type: ignore[attr-defined]
+        bindable: set[type[Any]] = template._bindable  # type: ignore[attr-defined]
         for p in params:
+            if type(p) in bindable:  # a type this template took before: checked then
+                continue
             if not dataclasses.is_dataclass(p) or isinstance(p, type):
                 raise PromptParamsError(
                     f"prompt {self.name}: bind() takes params dataclass instances, "
@@ -210,6 +216,7 @@ class Prompt(Generic[OutputT]):
                     f"prompt {self.name}: no section takes {type(p).__name__} "
                     f"(sections take: {names})",
                 )
+            bindable.add(type(p))
         merged = {**self.values, **values} if values else self.values
         if type(self) is not Prompt:  # a subclass may have more fields: let `replace` copy them
             return dataclasses.replace(self, params=(*self.params, *params), values=merged)
@@ -232,6 +239,9 @@ class Prompt(Generic[OutputT]):
             PromptRenderError: for a placeholder without a value.
         """
         overrides = self._overrides()
+        plan = None if overrides else _plan_of(self.template)
+        if plan is not None:
+            return plan.render(self)
         applied: list[str] = []
         parts: list[tuple[str, str]] = []
         for section in self.template.sections:
@@ -306,3 +316,145 @@ def _merge(parts: list[tuple[str, str]]) -> tuple[ChatMessage, ...]:
         ChatMessage(role="system" if role == "system" else "user", content="\n\n".join(texts))
         for role, texts in merged
     )
+
+
+class _Fill:
+    """How one section with placeholders renders: its literal text around each name.
+
+    `literals[0] + str(value of names[0]) + literals[1] + ...` is what
+    `string.Template(body).substitute(...)` makes of the body (`$$` already turned into
+    `$` in the literals), so a render joins strings instead of running a regex
+    substitution per section per sample.
+    """
+
+    __slots__ = ("body", "literals", "names", "prefix", "section")
+
+    def __init__(
+        self, section: MarkdownSection[Any], literals: tuple[str, ...], names: tuple[str, ...]
+    ) -> None:
+        self.section = section
+        self.body = section.template
+        self.literals = literals
+        self.names = names
+        self.prefix = f"## {section.title}\n\n" if section.title else ""
+
+    def text(self, prompt: Prompt[Any]) -> str:
+        """The section rendered for `prompt`, as `Prompt.render` renders it."""
+        section, names = self.section, self.names
+        params_type = section.params_type
+        if params_type is not None:
+            for p in reversed(prompt.params):  # the latest bound wins
+                if isinstance(p, params_type):
+                    values = [getattr(p, name) for name in names]
+                    break
+            else:  # no params bound: `_fill` says what is missing
+                return f"{self.prefix}{prompt._fill(section, self.body)}".strip()
+        else:
+            source = prompt.values
+            if not all(name in source for name in names):
+                return f"{self.prefix}{prompt._fill(section, self.body)}".strip()
+            values = [source[name] for name in names]
+        literals = self.literals
+        out = [self.prefix, literals[0]]
+        for value, literal in zip(values, literals[1:], strict=True):
+            out.append(str(value))
+            out.append(literal)
+        return "".join(out).strip()
+
+
+def _split(body: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """`body`'s literal text around each placeholder, and the placeholders' names.
+
+    None for a body `string.Template` would reject (a `$` not followed by a name).
+    """
+    literals: list[str] = []
+    names: list[str] = []
+    current: list[str] = []
+    position = 0
+    for match in string.Template.pattern.finditer(body):
+        current.append(body[position : match.start()])
+        position = match.end()
+        if match.group("escaped") is not None:
+            current.append("$")
+            continue
+        name = match.group("named") or match.group("braced")
+        if name is None:
+            return None
+        literals.append("".join(current))
+        names.append(name)
+        current = []
+    current.append(body[position:])
+    literals.append("".join(current))
+    return tuple(literals), tuple(names)
+
+
+class _RenderPlan:
+    """A template rendered once as far as it can be: what changes per `Prompt` is filled in.
+
+    Made by the first render of a template without overrides and kept on the template:
+    the messages built from fixed text only are made once and shared (a `ChatMessage`
+    is immutable); the others join their fixed sections' text with the sections that
+    have placeholders (`_Fill`). The result is the `RenderedPrompt` the section-by-section
+    render gives, which a test checks.
+    """
+
+    __slots__ = ("messages", "output_type", "tools")
+
+    def __init__(self, template: PromptTemplate[Any], parts: list[tuple[str, str | _Fill]]) -> None:
+        merged: list[tuple[str, list[str | _Fill]]] = []
+        for role, part in parts:
+            if merged and merged[-1][0] == role:
+                merged[-1][1].append(part)
+            else:
+                merged.append((role, [part]))
+        self.messages: tuple[ChatMessage | tuple[str, tuple[str | _Fill, ...]], ...] = tuple(
+            _fixed_message(role, texts) for role, texts in merged
+        )
+        self.tools = tuple(template.tools)
+        self.output_type = template.output_type
+
+    def render(self, prompt: Prompt[Any]) -> RenderedPrompt:
+        messages: list[ChatMessage] = []
+        for message in self.messages:
+            if isinstance(message, ChatMessage):
+                messages.append(message)
+                continue
+            role, parts = message
+            texts = [part if type(part) is str else part.text(prompt) for part in parts]  # type: ignore[union-attr]
+            messages.append(ChatMessage(role=cast(Any, role), content="\n\n".join(texts)))
+        return RenderedPrompt(
+            messages=tuple(messages), tools=self.tools, output_type=self.output_type
+        )
+
+
+def _fixed_message(
+    role: str, parts: list[str | _Fill]
+) -> ChatMessage | tuple[str, tuple[str | _Fill, ...]]:
+    chat_role: Literal["system", "user"] = "system" if role == "system" else "user"
+    if all(type(part) is str for part in parts):
+        return ChatMessage(role=chat_role, content="\n\n".join(cast(list[str], parts)))
+    return chat_role, tuple(parts)
+
+
+def _plan_of(template: PromptTemplate[Any]) -> _RenderPlan | None:
+    """The template's render plan (made on first use); None when it cannot have one."""
+    plan: Any = template._render_plan  # type: ignore[attr-defined]  # None, False or a plan
+    if plan is None:  # two threads may both make one: either serves
+        plan = _make_plan(template) or False
+        object.__setattr__(template, "_render_plan", plan)
+    return cast("_RenderPlan | None", plan or None)
+
+
+def _make_plan(template: PromptTemplate[Any]) -> _RenderPlan | None:
+    parts: list[tuple[str, str | _Fill]] = []
+    for section in template.sections:
+        body = section.template
+        split = _split(body)
+        if split is None:  # `string.Template` rejects it: the section-by-section render
+            return None  # raises what it raises
+        if not split[1] and "$" not in body:
+            title = f"## {section.title}\n\n" if section.title else ""
+            parts.append((section.role, f"{title}{body}".strip()))
+        else:
+            parts.append((section.role, _Fill(section, *split)))
+    return _RenderPlan(template, parts)

@@ -64,13 +64,17 @@ class Budget:
     """Output tokens across every model call."""
 
 
+_ZERO = TokenUsage()
+"""The usage of a tracker that recorded nothing yet (one shared, immutable zero)."""
+
+
 class BudgetTracker:
     """Accumulates usage and raises once a `Budget` is exceeded. Thread-safe."""
 
     def __init__(self, budget: Budget | None) -> None:
         self._budget = budget
         self._lock = threading.Lock()
-        self._usage = TokenUsage()
+        self._usage = _ZERO
 
     @property
     def usage(self) -> TokenUsage:
@@ -81,7 +85,13 @@ class BudgetTracker:
     def record(self, usage: TokenUsage) -> None:
         """Add `usage`; raise `BudgetExceededError` when a limit is passed."""
         with self._lock:
-            self._usage = self._usage + usage
+            current = self._usage
+            # The first call's usage is the total: kept as it is (immutable) when it is
+            # a plain `TokenUsage`, as `0 + usage` would make it, without the copy.
+            if current is _ZERO and type(usage) is TokenUsage:
+                self._usage = usage
+            else:
+                self._usage = current + usage
             total = self._usage
         b = self._budget
         if b is None:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
         execute_sample,
     )
     from ._scheduler import error_result, slim
-    from ._target import (
+    from ._setup import (
         prepare_scorer,
     )
 
@@ -135,6 +135,6 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "execute_sample",
         ),
         "weakincentives.evals.runner._scheduler": ("error_result", "slim"),
-        "weakincentives.evals.runner._target": ("prepare_scorer",),
+        "weakincentives.evals.runner._setup": ("prepare_scorer",),
     },
 )

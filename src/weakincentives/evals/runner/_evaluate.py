@@ -102,8 +102,9 @@ from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
 from ._scheduler import LocalRun, RunSettings
+from ._setup import check_overrides_tags, prepare_scorer
 from ._source import UNHASHED_STREAM, DatasetSource, SampleSource
-from ._target import TargetOptions, check_overrides_tags, make_target, prepare_scorer
+from ._target import TargetOptions, make_target
 
 __all__ = ["DatasetSource", "EvalTarget", "EvaluateOptions", "evaluate", "run_eval"]
 

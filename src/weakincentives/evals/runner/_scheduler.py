@@ -30,7 +30,6 @@ from .._records import (
     EvalRequest,
     EvalResult,
     RecordInputs,
-    Sample,
     Score,
     build_request,
     build_result,
@@ -38,12 +37,13 @@ from .._records import (
 )
 from ..report import EvalReport
 from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, StoredResults
+from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
 from ._source import UNHASHED_STREAM, SampleSource
-from ._target import SampleTarget
+from ._target import DeferrableTarget, SampleTarget
 
 __all__ = ["LocalRun", "RunSettings", "error_result", "slim"]
 
@@ -51,7 +51,7 @@ PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
 _JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
-_Work = tuple[Sample[Any, Any], Experiment, int]  # what to run: sample, experiment, epoch
+_Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -225,12 +225,37 @@ class LocalRun:
                 self._offsets = (self._offsets[0], end, next(self._appended))
 
     async def _run_tasks(self) -> None:
-        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited)."""
+        """`max_concurrent` worker tasks; each sample is one hop to a thread (or awaited).
+
+        With a target whose scoring can wait (`DeferrableTarget`) and nothing deciding on
+        each result before the next sample starts (no cost cap, timeout or environment),
+        workers start their next sample first and a finisher task scores and records
+        (`DeferredScoring`): when many model waits end at once, the next calls start
+        without waiting behind all the scoring, which runs while they wait.
+        """
         limiter = anyio.CapacityLimiter(self.settings.max_concurrent)
         work = self._work()
+        slots = self._slots()
+        target = self.target
+        deferred = None
+        if (
+            isinstance(target, DeferrableTarget)
+            and target.deferrable
+            and self.max_cost is None
+            and self.settings.timeout is None
+            and self.environment_factory is None
+        ):
+            deferred = DeferredScoring(
+                target.start, self._request, self._complete_all, self.fail_fast, slots
+            )
         async with anyio.create_task_group() as tg:
-            for _ in range(self._slots()):
-                tg.start_soon(self._worker, work, limiter)
+            for _ in range(slots):
+                if deferred is None:
+                    tg.start_soon(self._worker, work, limiter)
+                else:
+                    tg.start_soon(deferred.worker, work)
+            if deferred is not None:
+                tg.start_soon(deferred.finisher)
 
     def _slots(self) -> int:
         """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
@@ -386,6 +411,27 @@ class LocalRun:
             if forward:
                 advance(kept)
             stop(result)
+
+    def _complete_all(self, results: list[EvalResult]) -> None:
+        """Record, count and report finished samples' results, in order, with one write."""
+        handle, pending, capped, see = (
+            self.handle,
+            self._pending,
+            self.max_cost is not None,
+            self.fail_fast.see,
+        )
+        if handle is None:
+            self.results.extend(results)
+        else:
+            handle.extend(results)
+            for _ in results:
+                next(self._appended)
+        for result in results:
+            if capped:
+                self._spend(result)
+            if pending is not None:
+                self.progress.advance(slim(result) if handle is not None else result)
+            see(result)
 
     def _record(
         self, handle: RunHandle | None, results: list[EvalResult], result: EvalResult

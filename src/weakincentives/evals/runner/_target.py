@@ -36,11 +36,10 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.lowlevel
@@ -50,7 +49,6 @@ from weakincentives.adapters import CacheableAdapter, PromptResponse, ResponseCa
 from weakincentives.adapters.pricing import PriceTable
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
-from weakincentives.experiment import BASELINE, Experiment
 from weakincentives.runtime.agent_loop import AgentLoop, FunctionLoop, is_async_callable
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import PromptExecuted, Session
@@ -58,11 +56,6 @@ from weakincentives.runtime.threads import run_abandonable
 
 from .._records import EvalRequest, RecordInputs, Score
 from ..scoring import (
-    INLINE_ATTR,
-    SESSION_AWARE_ATTR,
-    TRAJECTORY_SCORER_ATTR,
-    evaluator_name,
-    is_inline_evaluator,
     is_session_aware,
     is_trajectory_scorer,
 )
@@ -81,11 +74,11 @@ from ._sample import (
 )
 
 __all__ = [
+    "DeferrableTarget",
+    "Finish",
     "SampleTarget",
     "TargetOptions",
-    "check_overrides_tags",
     "make_target",
-    "prepare_scorer",
     "seed_environment",
 ]
 
@@ -117,6 +110,10 @@ class TargetOptions:
     """Prices for each result's cost (None: costs are not recorded)."""
 
 
+Finish = Callable[[], SampleOutcome]
+"""Scores and records a sample whose agent has run (see `DeferrableTarget.start`)."""
+
+
 class SampleTarget(Protocol):
     """One way of running a sample; `run` never raises for a failing agent or evaluator."""
 
@@ -139,6 +136,28 @@ class SampleTarget(Protocol):
         """The whole sample as one blocking call without environment, or None.
 
         None when part of the sample runs on the event loop (an async function).
+        """
+        ...
+
+
+@runtime_checkable
+class DeferrableTarget(SampleTarget, Protocol):
+    """A target whose scoring can wait: `start` runs the agent, the scoring comes later.
+
+    The local runner starts a latency-bound sample's successor before it scores the
+    sample (see `LocalRun`): the scoring then overlaps the next model calls' waiting.
+    """
+
+    @property
+    def deferrable(self) -> bool:
+        """Whether `start` may be used (an inline scorer, no environment, no bundles)."""
+        ...
+
+    async def start(self, request: EvalRequest[Any, Any]) -> Finish:
+        """Run the agent of `request` (no environment); return what scores it.
+
+        The returned function never raises for a failing agent or evaluator, and does not
+        block (the scorer is inline): call it on the event loop.
         """
         ...
 
@@ -311,6 +330,15 @@ class _AsyncFunctionTarget:
             return self._run_plain(request)
         return self._run_in_session(request, env, limiter)
 
+    @property
+    def deferrable(self) -> bool:
+        return self._options.bundles is None and self._score_inline
+
+    async def start(self, request: EvalRequest[Any, Any]) -> Finish:
+        if not self._wants_session:
+            return await self._start_plain(request)
+        return await self._start_in_session(request, None, None)
+
     async def _run_with_bundle(
         self,
         request: EvalRequest[Any, Any],
@@ -333,6 +361,21 @@ class _AsyncFunctionTarget:
         limiter: anyio.CapacityLimiter,
         on_prepared: Callable[[Session], None] | None = None,
     ) -> SampleOutcome:
+        call = await self._start_in_session(request, env, on_prepared)
+        if env is None and self._score_inline:
+            outcome = call()
+            # The thread hop was a checkpoint: keep one, so a function that never awaits
+            # still lets other tasks run and a cancellation (or timeout) reach this one.
+            await anyio.lowlevel.checkpoint()
+            return outcome
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
+
+    async def _start_in_session(
+        self,
+        request: EvalRequest[Any, Any],
+        env: Environment | None,
+        on_prepared: Callable[[Session], None] | None,
+    ) -> Finish:
         opts = self._options
         session = Session(clock=opts.clock)
         session.dispatch(request.experiment)
@@ -358,7 +401,7 @@ class _AsyncFunctionTarget:
             duration = (opts.clock.monotonic() - start) * 1000.0
             run = (_record_run(session, self._identity, output, duration), session)
         latency = (opts.clock.monotonic() - start) * 1000.0
-        call = functools.partial(
+        return functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript, inputs=opts.inputs,
             failed_session=session, prices=opts.prices,
@@ -366,15 +409,13 @@ class _AsyncFunctionTarget:
             session_read=self._wants_session or self._scorer_reads_session
             or env is not None or on_prepared is not None,
         )  # fmt: skip
-        if env is None and self._score_inline:
-            outcome = call()
-            # The thread hop was a checkpoint: keep one, so a function that never awaits
-            # still lets other tasks run and a cancellation (or timeout) reach this one.
-            await anyio.lowlevel.checkpoint()
-            return outcome
-        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
     async def _run_plain(self, request: EvalRequest[Any, Any]) -> SampleOutcome:
+        outcome = (await self._start_plain(request))()
+        await anyio.lowlevel.checkpoint()  # see `_run_in_session`: a cancel must reach it
+        return outcome
+
+    async def _start_plain(self, request: EvalRequest[Any, Any]) -> Finish:
         # Nothing reads a session (the function takes none, the scorer is plain and
         # inline, no environment): skip making one, as `execute_function` does.
         opts = self._options
@@ -387,20 +428,16 @@ class _AsyncFunctionTarget:
                 deadline.check(f"function {self._identity}")
         except SAMPLE_FAILURES as exc:
             latency = (clock.monotonic() - start) * 1000.0
-            outcome = score_finished(
-                exc, opts.scorer, request, latency_ms=latency,
+            return functools.partial(
+                score_finished, exc, opts.scorer, request, latency_ms=latency,
                 record_transcript=opts.record_transcript, inputs=opts.inputs,
                 prices=opts.prices,
             )  # fmt: skip
-        else:
-            latency = (clock.monotonic() - start) * 1000.0
-            outcome = score_output(
-                output, opts.scorer, request, latency_ms=latency,
-                record_transcript=opts.record_transcript, inputs=opts.inputs,
-                prices=opts.prices,
-            )  # fmt: skip
-        await anyio.lowlevel.checkpoint()  # see `run`: a cancel must reach this task
-        return outcome
+        latency = (clock.monotonic() - start) * 1000.0
+        return functools.partial(
+            score_output, output, opts.scorer, request, latency_ms=latency,
+            record_transcript=opts.record_transcript, inputs=opts.inputs, prices=opts.prices,
+        )  # fmt: skip
 
 
 class _AsyncLoopTarget:
@@ -430,6 +467,21 @@ class _AsyncLoopTarget:
         env: Environment | None,
         limiter: anyio.CapacityLimiter,
     ) -> SampleOutcome:
+        call = await self._start(request, env)
+        if env is None and self._score_inline:
+            outcome = call()
+            await anyio.lowlevel.checkpoint()  # as `_AsyncFunctionTarget`: let others run
+            return outcome
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
+
+    @property
+    def deferrable(self) -> bool:
+        return self._score_inline and self._options.bundles is None
+
+    def start(self, request: EvalRequest[Any, Any]) -> Coroutine[Any, Any, Finish]:
+        return self._start(request, None)
+
+    async def _start(self, request: EvalRequest[Any, Any], env: Environment | None) -> Finish:
         opts = self._options
         clock = opts.clock
         deadline = Deadline.after(opts.timeout, clock=clock) if opts.timeout else None
@@ -450,16 +502,11 @@ class _AsyncLoopTarget:
         except Exception as exc:
             run = exc
         latency = (clock.monotonic() - start) * 1000.0
-        call = functools.partial(
+        return functools.partial(
             score_finished, run, opts.scorer, request, latency_ms=latency,
             record_transcript=opts.record_transcript, inputs=opts.inputs,
             failed_session=prepared[0] if prepared else None, prices=opts.prices,
         )  # fmt: skip
-        if env is None and self._score_inline:
-            outcome = call()
-            await anyio.lowlevel.checkpoint()  # as `_AsyncFunctionTarget`: let others run
-            return outcome
-        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True, limiter=limiter)
 
 
 def seed_environment(env: Environment, session: Session) -> None:
@@ -514,43 +561,6 @@ def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
         return {}
 
 
-def prepare_scorer(
-    evaluator: Callable[..., Score], judge_concurrency: int | None
-) -> Callable[..., Score]:
-    """Wrap `evaluator` once: its kind decided up front, calls limited to `judge_concurrency`.
-
-    Deciding the kind (plain, session-aware, trajectory) reads the signature; doing it once
-    here keeps it off the per-sample path. Evaluators run in worker threads, so a
-    `threading.BoundedSemaphore` bounds concurrent judge calls. The scorer is inline
-    (`inline_evaluator`: may run on the event loop) when `evaluator` is and no semaphore
-    is involved: waiting for one would block the event loop.
-    """
-    if not callable(evaluator):
-        raise ConfigurationError(
-            f"evaluator must be callable, got {type(evaluator).__name__}; pass a function "
-            "(output, expected) -> Score or a trajectory scorer (trajectory, sample) -> Score"
-        )
-    by_trajectory = is_trajectory_scorer(evaluator)
-    aware = not by_trajectory and is_session_aware(evaluator)
-    if judge_concurrency is None:
-
-        def scorer(*args: Any) -> Score:
-            return evaluator(*args)
-
-    else:
-        gate = threading.BoundedSemaphore(judge_concurrency)
-
-        def scorer(*args: Any) -> Score:
-            with gate:
-                return evaluator(*args)
-
-    scorer.__name__ = scorer.__qualname__ = evaluator_name(evaluator)
-    setattr(scorer, SESSION_AWARE_ATTR, aware)
-    setattr(scorer, TRAJECTORY_SCORER_ATTR, by_trajectory)
-    setattr(scorer, INLINE_ATTR, judge_concurrency is None and is_inline_evaluator(evaluator))
-    return scorer
-
-
 def _both(
     first: Callable[[Session], None] | None, second: Callable[[Session], None]
 ) -> Callable[[Session], None]:
@@ -562,36 +572,3 @@ def _both(
         second(session)
 
     return both
-
-
-def check_overrides_tags(target: object, experiments: Iterable[Experiment]) -> None:
-    """Refuse experiments whose `overrides_tag` no override of the target's store has.
-
-    Applies to an `AgentLoop` (not a task function, which applies no prompt overrides)
-    whose overrides store can list its tags (`LocalPromptOverridesStore` can). The
-    default tag `latest` needs no file: without one the prompts run as written.
-
-    Raises:
-        ConfigurationError: naming the experiment, its tag and the tags that exist.
-    """
-    if not isinstance(target, AgentLoop) or isinstance(target, FunctionLoop):
-        return
-    store = target.overrides_store
-    tags = getattr(store, "tags", None)
-    for experiment in experiments:
-        tag = experiment.overrides_tag
-        if tag == BASELINE.overrides_tag:
-            continue
-        if store is None:
-            raise ConfigurationError(
-                f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, but "
-                f"{qualified_name(target)} has no overrides store; pass overrides_store= "
-                "to the loop"
-            )
-        if callable(tags):
-            known = sorted(tags())
-            if tag not in known:
-                raise ConfigurationError(
-                    f"experiment {experiment.name!r} asks for prompt overrides tag {tag!r}, "
-                    f"which no override has; tags that exist: {', '.join(known) or 'none'}"
-                )

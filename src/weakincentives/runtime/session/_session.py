@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 import threading
-import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from weakincentives import serde
+from weakincentives._ids import Uuid4Texts
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import SerdeError
 
@@ -27,6 +27,8 @@ __all__ = [
     "replace_latest",
     "upsert_by",
 ]
+
+_new_session_id = Uuid4Texts()
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -150,7 +152,7 @@ class Session:
 
     def __init__(self, *, session_id: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         # A random id is made on first read (`session_id`): most sessions of an evaluation
-        # are never asked for theirs, and uuid4 is a syscall that releases the GIL.
+        # are never asked for theirs. It is a uuid4, made in batches (`Uuid4Texts`).
         self._id = session_id or None
         self._clock = clock
         self._lock = threading.RLock()
@@ -164,7 +166,7 @@ class Session:
         if sid is None:
             with self._lock:
                 if self._id is None:
-                    self._id = str(uuid.uuid4())
+                    self._id = _new_session_id()
                 sid = self._id
         return sid
 
