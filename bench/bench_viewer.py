@@ -4,9 +4,9 @@ The run has two experiments with transcripts, tool calls and metadata, written w
 real `RunStore`. Reported, in milliseconds unless named `_s`:
 
 - `write_s`: writing the run (for scale; not a viewer number);
-- `index_s`: `ViewerData.open` without the cache, i.e. what `wink debug` does before it
-  serves on a run it has not seen (the index's columns, metadata and metrics; msgspec
-  reads the lines, SQLite holds the rows);
+- `index_s`: `ViewerData.open` without the cache, i.e. what `wink debug` does (while it
+  serves the page) on a run it has not seen (the index's columns, metadata and metrics;
+  msgspec reads the lines, SQLite holds the rows);
 - `search_ready_s`: until the sort indexes and the full-text index, built on a
   background thread once the first page is made, are complete (a search waits for
   them; nothing else does); the cache is written then;

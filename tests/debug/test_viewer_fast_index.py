@@ -310,7 +310,7 @@ def test_a_second_open_reads_the_cache_not_the_run(
     def unread(*args: object, **kwargs: object) -> Iterator[Any]:
         raise AssertionError("the run was read again")
 
-    monkeypatch.setattr("weakincentives.debug._viewer_index.decode_batches", unread)
+    monkeypatch.setattr("weakincentives.debug._viewer_index.read_batches", unread)
     cached = ViewerData.open(cached_run)
     assert cached.index.runs() == fresh.index.runs()
     assert cached.run("r") == fresh.run("r")

@@ -3,7 +3,9 @@
 TARGET is a run directory, a directory of runs (`runs/`) or one debug bundle (`.zip`).
 The viewer listens on 127.0.0.1 (this machine only) unless `--host` says otherwise, on
 a free port unless `--port` is given, prints its URL and opens it in a browser (unless
-`--no-open`). Ctrl-C stops it. It never changes a run; the one file it writes is the
+`--no-open`). It indexes the runs meanwhile: the page loads at once and shows the runs
+once they are indexed (a run that cannot be read stops it with the error). Ctrl-C stops
+it. It never changes a run; the one file it writes is the
 cache of a run's index, `.viewer-cache.sqlite` in the run directory (best effort).
 """
 
@@ -58,6 +60,8 @@ def debug_command(
         if not no_open:
             webbrowser.open(url)
         server.serve_forever()
+    except ViewerError as exc:  # the runs could not be read (the page says so too)
+        fail(exc)
     finally:
         server.stop()
 

@@ -21,6 +21,7 @@ from weakincentives.errors import ViewerError
 
 from ._host import DEFAULT_HOST, is_loopback
 from ._viewer_data import ViewerData
+from ._viewer_pending import PendingData
 
 if TYPE_CHECKING:
     import uvicorn
@@ -43,11 +44,15 @@ def create_viewer_app(target: str | Path | ViewerData, *, host: str = DEFAULT_HO
     Raises:
         ViewerError: `target` cannot be shown, or the `[viewer]` extra is missing.
     """
+    data = target if isinstance(target, ViewerData) else ViewerData.open(target)
+    return _app(data, host)
+
+
+def _app(data: ViewerData | PendingData, host: str) -> Starlette:
     try:
         from ._viewer_app import LOOPBACK_HOSTS, create_starlette_app
     except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
         raise ViewerError(f"{_INSTALL_HINT} ({exc})") from exc
-    data = target if isinstance(target, ViewerData) else ViewerData.open(target)
     allowed = LOOPBACK_HOSTS if is_loopback(host) else None
     return create_starlette_app(data, allowed_hosts=allowed)
 
@@ -60,6 +65,11 @@ class ViewerServer:
     runs, so nobody has to poll for readiness. `start` serves from a background thread
     (tests, notebooks); `serve_forever` from the calling thread (the CLI; Ctrl-C stops it).
 
+    Given a path, the server checks it at once and indexes it on a background thread
+    (`PendingData`): the page is served meanwhile, and the API answers once the index is
+    built. When the runs cannot be read, the API answers with the error and the server
+    stops (`serve_forever` raises it).
+
     Args:
         target: What to show (see `create_viewer_app`).
         host: Address to bind; the default is loopback only.
@@ -67,7 +77,8 @@ class ViewerServer:
         log_level: uvicorn's log level.
 
     Raises:
-        ViewerError: `target` cannot be shown (binding errors are raised by `bind`).
+        ViewerError: `target` is not a run, a directory of runs or a bundle (binding
+            errors are raised by `bind`).
     """
 
     def __init__(
@@ -78,15 +89,21 @@ class ViewerServer:
         port: int = 0,
         log_level: str = "warning",
     ) -> None:
-        data = target if isinstance(target, ViewerData) else ViewerData.open(target)
-        data.warm()  # the landing page is made while the server starts
-        self._app = create_viewer_app(data, host=host)
         self._host = host
         self._port = port
         self._log_level = log_level
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._pending: PendingData | None = None
+        if isinstance(target, ViewerData):
+            target.warm()  # the landing page is made while the server starts
+            self._app = _app(target, host)
+        else:
+            # Checked now; indexed (then warmed) while the server binds and the browser
+            # loads the page (`_viewer_pending.py`).
+            self._pending = PendingData(target, on_error=self._index_failed)
+            self._app = _app(self._pending, host)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -128,6 +145,8 @@ class ViewerServer:
                 ws="none", http="h11", server_header=False, log_config=None,
             )  # fmt: skip
             self._server = uvicorn.Server(config)
+            if self._pending is not None and self._pending.error is not None:
+                self._server.should_exit = True  # the index failed before: nothing to serve
         return self._server, self._socket
 
     def start(self) -> str:
@@ -142,12 +161,24 @@ class ViewerServer:
         return self.url
 
     def serve_forever(self) -> None:
-        """Bind if needed and serve from this thread until interrupted (Ctrl-C)."""
+        """Bind if needed and serve from this thread until interrupted (Ctrl-C).
+
+        Raises:
+            ViewerError: the runs could not be indexed (the server stops then).
+        """
         server, sock = self._bound()
         try:
             server.run(sockets=[sock])
         finally:
             self._close_socket()
+        if self._pending is not None and self._pending.error is not None:
+            raise ViewerError(str(self._pending.error)) from self._pending.error
+
+    def _index_failed(self, error: ViewerError) -> None:
+        """The background index failed: stop serving (`serve_forever` raises it)."""
+        del error
+        if self._server is not None:
+            self._server.should_exit = True
 
     def stop(self) -> None:
         """Stop serving and close the socket (waits for the server thread)."""

@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from weakincentives.errors import ConfigurationError, ViewerError
 
 from ._viewer_data import NotFoundError, SideSpec, ViewerData
+from ._viewer_pending import PendingData
 
 __all__ = ["LOOPBACK_HOSTS", "create_starlette_app", "load_assets"]
 
@@ -70,12 +71,13 @@ def load_assets() -> dict[str, tuple[bytes, str]]:
 
 
 def create_starlette_app(
-    data: ViewerData, *, allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS
+    data: ViewerData | PendingData, *, allowed_hosts: Collection[str] | None = LOOPBACK_HOSTS
 ) -> Starlette:
     """The viewer app over `data`.
 
     Args:
-        data: What to show.
+        data: What to show; while it is pending, the page and its assets are served and
+            the API waits for it (`/api/info` excepted).
         allowed_hosts: Host names accepted in the `Host` header (port ignored); None
             accepts any (for a server bound to a non-loopback address on purpose).
     """
@@ -121,14 +123,23 @@ def create_starlette_app(
 
 
 class _Api:
-    """The JSON endpoints, each a thin layer over `ViewerData` (run in a worker thread)."""
+    """The JSON endpoints, each a thin layer over `ViewerData` (run in a worker thread).
 
-    def __init__(self, data: ViewerData) -> None:
-        self._data = data
+    With `PendingData`, each waits until the data is built (a worker thread each).
+    """
+
+    def __init__(self, data: ViewerData | PendingData) -> None:
+        self._source = data
+
+    @property
+    def _data(self) -> ViewerData:
+        source = self._source
+        return source.get() if isinstance(source, PendingData) else source
 
     def info(self, request: Request) -> Response:
         del request
-        return _json(self._data.info())
+        source = self._source
+        return _json(source.info if isinstance(source, PendingData) else source.info())
 
     def runs(self, request: Request) -> Response:
         del request

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from weakincentives.evals import RESULTS_FILE
 
 from ._viewer_index import ResultIndex
+from ._viewer_types import IndexedRun
 
 __all__ = ["CACHE_FILE", "index_signature", "open_run_index"]
 
@@ -59,11 +61,18 @@ def index_signature(run_dir: Path) -> str | None:
     return f"viewer {_code_version()} {stat.st_size} {stat.st_mtime_ns} {stat.st_ino}"
 
 
-def open_run_index(run_dir: Path, *, cache: bool = True) -> ResultIndex:
+def open_run_index(
+    run_dir: Path,
+    *,
+    cache: bool = True,
+    loaded: Callable[[ResultIndex, IndexedRun], None] | None = None,
+) -> ResultIndex:
     """The index of one run: from its cache when valid, else built (and cached later).
 
     The signature is taken before the file is read: a result appended while the index
-    is built changes it, so that cache is not used again.
+    is built changes it, so that cache is not used again. When the run is read,
+    `loaded(index, run)` is called once its rows are in, before the first page's
+    indexes are built (SQL, which leaves the interpreter free for other threads).
 
     Raises:
         ViewerError: the run cannot be read.
@@ -74,7 +83,9 @@ def open_run_index(run_dir: Path, *, cache: bool = True) -> ResultIndex:
         if cached is not None:
             return cached
     index = ResultIndex()
-    index.add_run(run_dir)
+    run = index.add_run(run_dir)
+    if loaded is not None:
+        loaded(index, run)
     if signature is not None:
         index.cache_to(run_dir / CACHE_FILE, signature)
     # The rest of the index (sort indexes, text) waits for the first page: see `charts`.

@@ -32,17 +32,21 @@ from ._figures import (
     top_values,
 )
 from ._svg import BarChart, Format, Mark
-from ._viewer_stats import ExperimentColumns
+from ._viewer_columns import ExperimentColumns, Gathered
 
 __all__ = [
     "MAX_SLICE_VALUES",
+    "Chart",
     "IndexCharts",
     "Queryable",
     "comparison_charts",
+    "distribution_charts",
     "index_charts",
     "run_charts",
+    "slice_chart",
     "slice_comparisons",
     "slice_keys",
+    "whole_run_charts",
 ]
 
 MAX_SLICE_VALUES = 20
@@ -119,37 +123,53 @@ class IndexCharts:
     """The failure groups."""
 
 
-def index_charts(index: Queryable, run_id: str, *, slice_key: str | None) -> IndexCharts:
+def index_charts(
+    index: Queryable, run_id: str, *, slice_key: str | None, gathered: Gathered | None = None
+) -> IndexCharts:
     """The charts of `run_charts` that come from SQL alone (no experiment statistics).
 
-    They read nothing else, so the viewer makes them on a copy of the index beside the
-    statistics (`ResultIndex.reader`).
+    They read nothing else, so the viewer makes them on copies of the index beside the
+    statistics (`ResultIndex.reader`): `whole_run_charts`, and `slice_chart` for
+    `slice_key`.
+    """
+    made = whole_run_charts(index, run_id, gathered=gathered)
+    chart = slice_chart(index, run_id, slice_key) if slice_key else None
+    return dataclasses.replace(made, slice=chart)
+
+
+def whole_run_charts(
+    index: Queryable, run_id: str, *, gathered: Gathered | None = None
+) -> IndexCharts:
+    """`index_charts` without the per-slice chart (which depends on the key chosen).
+
+    The failed results `gathered` while the run was read (the rows of `_FAILED_SQL`)
+    are not asked of SQL again.
     """
     return IndexCharts(
         checks=_check_chart(index, run_id),
-        slice=_slice_chart(index, run_id, slice_key) if slice_key else None,
+        slice=None,
         epochs=_epoch_charts(index, run_id),
-        failures=_failures(index, run_id),
+        failures=_failures(index, run_id, gathered.failed if gathered else None),
     )
 
 
 def run_charts(
     made: IndexCharts,
     experiments: Sequence[Mapping[str, Any]],
-    columns: Sequence[ExperimentColumns],
+    distributions: Sequence[Chart],
     *,
     slice_key: str | None,
 ) -> dict[str, Any]:
     """The run page's charts (as `chart_json`) and its failure groups.
 
     `made` are the run's `index_charts` for `slice_key`; `experiments` are the
-    `experiment_view`s of `columns`, in the same order.
+    `experiment_view`s of its columns, and `distributions` their `distribution_charts`.
     """
     charts: list[Chart] = [_pass_rate_chart(experiments)]
     charts += [chart for chart in (made.checks, made.slice) if chart is not None]
     charts += made.epochs
     names = [e["name"] for e in experiments]
-    charts += _distributions(columns)
+    charts += distributions
     # Each experiment keeps its colour and its place among a label's rows in every chart.
     charts = [
         dataclasses.replace(c, series_order=tuple(names)) if isinstance(c, BarChart) else c
@@ -193,7 +213,8 @@ def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
     return check_rates_chart(rates)
 
 
-def _slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
+def slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
+    """Pass rate per value of metadata `key` and experiment, with intervals."""
     marks = []
     for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
         if samples == n:  # what `estimate` does for 0/1 values of distinct samples
@@ -232,7 +253,8 @@ def _epoch_charts(index: Queryable, run_id: str) -> list[Chart]:
     return out
 
 
-def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
+def distribution_charts(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
+    """Score, latency, token and cost histograms of each experiment's columns."""
     import numpy as np
 
     columns: dict[str, dict[str, Any]] = {"score": {}, "latency": {}, "tokens": {}}
@@ -256,17 +278,19 @@ def _distributions(experiments: Sequence[ExperimentColumns]) -> list[Chart]:
         )  # fmt: skip
         if chart.series:
             out.append(chart)
-    cost = cost_histogram(costs)
+    # Without a single priced result there is no cost to draw (`cost_histogram`).
+    cost = cost_histogram(costs) if any(c.costs for c in experiments) else None
     if cost is not None:
         out.append(cost)
     return out
 
 
-def _failures(index: Queryable, run_id: str) -> dict[str, Any]:
+def _failures(
+    index: Queryable, run_id: str, gathered: list[tuple[Any, ...]] | None
+) -> dict[str, Any]:
     items = []
-    for rid, experiment, sample, epoch, error, kind, reason, failing in index.query(
-        _FAILED_SQL, (run_id,)
-    ):
+    found = index.query(_FAILED_SQL, (run_id,)) if gathered is None else gathered
+    for rid, experiment, sample, epoch, error, kind, reason, failing in found:
         if error is None and failing:  # `failure_key` of these checks, found by SQL
             key = f"failed check: {failing}"
         else:

@@ -13,46 +13,35 @@ Everything here only reads: run files through the index, bundles through
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
-from weakincentives.errors import BundleError, RunStoreError, ViewerError
+from weakincentives.errors import BundleError, ViewerError
 from weakincentives.evals import (
     RESULTS_FILE,
     EvalReport,
     OutcomeComparison,
-    RunStore,
     compare_outcomes,
     paired_cost_delta,
 )
 
 from ._diff import pair_diff
-from ._html_report import render_html_report
-from ._provenance import provenance_rows
 from ._viewer_cache import open_run_index
 from ._viewer_charts import (
-    MAX_SLICE_VALUES,
-    IndexCharts,
-    Queryable,
     comparison_charts,
-    index_charts,
-    run_charts,
     slice_comparisons,
-    slice_keys,
 )
-from ._viewer_index import IndexReader, ResultIndex
+from ._viewer_index import ResultIndex
 from ._viewer_memo import Memo
-from ._viewer_stats import ExperimentColumns, experiment_columns
-from ._viewer_types import Facets, IndexedRun, ResultRow
+from ._viewer_page import NotFoundError, RunPages
+from ._viewer_types import IndexedRun, ResultRow
 from ._viewer_views import (
     bundle_view,
     comparison_view,
-    experiment_view,
     json_safe,
     parse_results_query,
     row_view,
@@ -68,10 +57,6 @@ _log = logging.getLogger(__name__)
 TargetKind = Literal["runs", "bundle"]
 
 
-class NotFoundError(ViewerError, LookupError):
-    """The run, result or page asked for does not exist (the viewer answers 404)."""
-
-
 @dataclass(frozen=True, slots=True)
 class SideSpec:
     """One side of an A/B comparison: an experiment of a run."""
@@ -82,18 +67,15 @@ class SideSpec:
     """The experiment within the run."""
 
 
-class ViewerData:
+class ViewerData(RunPages):
     """The viewer's data: an index of runs, or one bundle. Build with `ViewerData.open`."""
 
     def __init__(
         self, target: Path, *, index: ResultIndex | None = None, bundle: DebugBundle | None = None
     ) -> None:
+        super().__init__(index if index is not None else ResultIndex(), bundle=bundle)
         self._target = target
-        self._index = index if index is not None else ResultIndex()
-        self._bundle = bundle
-        self._summaries = Memo()
         self._comparisons = Memo()
-        self._charts = Memo()
         self._bundles = Memo(8)
 
     @classmethod
@@ -106,14 +88,31 @@ class ViewerData:
         Raises:
             ViewerError: `target` is none of the accepted kinds, or cannot be read.
         """
+        return cls.prepare(target, cache=cache)[1]()
+
+    @classmethod
+    def prepare(
+        cls, target: str | Path, *, cache: bool = True
+    ) -> tuple[dict[str, Any], Callable[[], ViewerData]]:
+        """Check `target` and say what it holds, leaving the slow part for later.
+
+        Returns `(info, build)`: `info` is what the built data's `info()` gives, and
+        `build()` reads and indexes the runs (what `open` does after the checks).
+        `wink debug` serves its page while `build` runs (`ViewerServer`).
+
+        Raises:
+            ViewerError: `target` is none of the accepted kinds (`build` raises it when
+                a run cannot be read).
+        """
         path = Path(target)
         if path.name == RESULTS_FILE:
             path = path.parent
         if path.is_file():
             try:
-                return cls(path, bundle=DebugBundle.open(path))
+                data = cls(path, bundle=DebugBundle.open(path))
             except BundleError as exc:
                 raise ViewerError(f"cannot show {path} as a debug bundle: {exc}") from exc
+            return data.info(), lambda: data
         if not path.is_dir():
             raise ViewerError(f"{path}: no such file or directory")
         runs = _run_dirs(path)
@@ -122,14 +121,27 @@ class ViewerData:
                 f"{path} is not a run directory (no results.jsonl) and holds no runs; pass a "
                 "run directory, a directory of runs (e.g. runs/) or a debug bundle (.zip)"
             )
-        if len(runs) == 1:
-            return cls(path, index=open_run_index(runs[0], cache=cache))
-        index = ResultIndex()
-        for run_dir in runs:
-            index.add_run(run_dir)
-        # The rest of the index (sort indexes, text) waits for the first page: see `charts`.
-        index.finish(defer=True)
-        return cls(path, index=index)
+
+        def build() -> ViewerData:
+            if len(runs) == 1:
+                early: list[ViewerData] = []
+
+                def loaded(index: ResultIndex, run: IndexedRun) -> None:
+                    early.append(cls(path, index=index))
+                    early[0].prework(run)
+
+                index = open_run_index(runs[0], cache=cache, loaded=loaded)
+                return early[0] if early else cls(path, index=index)
+            index = ResultIndex()
+            for run_dir in runs:
+                index.add_run(run_dir)
+            # The rest of the index (sort indexes, text) waits for the first page: see
+            # `charts`.
+            index.finish(defer=True)
+            return cls(path, index=index)
+
+        # A run's id is its directory's name (`ResultIndex.add_run`).
+        return {"target": str(path), "kind": "runs", "runs": [r.name for r in runs]}, build
 
     @property
     def kind(self) -> TargetKind:
@@ -149,181 +161,6 @@ class ViewerData:
             "runs": [run.run_id for run in self._index.runs()],
         }
 
-    # -- runs --------------------------------------------------------------------------
-
-    def runs(self) -> list[dict[str, Any]]:
-        """Every run: id, status, dates and result counts per status."""
-        return [self._run_head(run) for run in self._index.runs()]
-
-    def run(self, run_id: str) -> dict[str, Any]:
-        """One run: head, per-experiment statistics, and the values the filters take."""
-        run = self._run(run_id)
-        facets = self._facets(run_id)
-        return {
-            **self._run_head(run),
-            "experiments": self._summaries.get(run_id, lambda: self._summarize(run_id)),
-            "facets": json_safe(serde.dump(facets)),
-            "slice_keys": slice_keys(facets.metadata),
-            "skipped": list(run.skipped),
-            "skipped_count": run.skipped_count,
-        }
-
-    def _run(self, run_id: str) -> IndexedRun:
-        run = self._index.run(run_id)
-        if run is None:
-            raise NotFoundError(f"no run {run_id!r} here")
-        return run
-
-    def _counts(self, run_id: str) -> dict[str, Any]:
-        """A run's counts by status and by experiment.
-
-        Computed once per run (the index does not change once open): each is a scan of
-        the run's rows, and the run page asks for them on every page of its grid.
-        """
-
-        def make() -> dict[str, Any]:
-            facets = self._facets(run_id)
-            statuses = facets.statuses
-            return {
-                "passed": statuses.get("passed", 0),
-                "failed": statuses.get("failed", 0),
-                "errors": statuses.get("error", 0),
-                "experiment_names": list(facets.experiments),
-                # Per experiment, never pooled: a run's experiments answer different questions.
-                "pass_rates": [
-                    {"experiment": name, "n": n, "passed": passed, "pass_rate": passed / n}
-                    for name, (n, passed) in self._index.experiment_passes(run_id).items()
-                ],
-            }
-
-        return self._summaries.get(("counts", run_id), make)
-
-    def _run_head(self, run: IndexedRun) -> dict[str, Any]:
-        counts = self._counts(run.run_id)
-        head: dict[str, Any] = {
-            "run_id": run.run_id,
-            "path": str(run.path),
-            "results": run.results,
-            "passed": counts["passed"],
-            "failed": counts["failed"],
-            "errors": counts["errors"],
-            "experiment_names": list(counts["experiment_names"]),
-            "pass_rates": [dict(rate) for rate in counts["pass_rates"]],
-            "status": None,
-            "created_at": None,
-            "expected": None,
-            "provenance": [],
-        }
-        try:
-            handle = RunStore(run.path.parent).open(run.path)
-            head["status"] = handle.status
-        except RunStoreError:
-            return head  # results without a manifest: still worth showing
-        manifest = handle.manifest
-        head["created_at"] = manifest.created_at.isoformat()
-        head["expected"] = manifest.counts.expected
-        head["provenance"] = provenance_rows(json_safe(serde.dump(manifest)))
-        return head
-
-    def _columns(self, run_id: str) -> list[ExperimentColumns]:
-        """Each experiment's columns: what its statistics and histograms are made of."""
-
-        def make() -> list[ExperimentColumns]:
-            names = self._counts(run_id)["experiment_names"]
-            return [experiment_columns(self._index, run_id, name) for name in names]
-
-        return self._summaries.get(("columns", run_id), make)
-
-    def _summarize(self, run_id: str) -> list[dict[str, Any]]:
-        return [experiment_view(columns) for columns in self._columns(run_id)]
-
-    def charts(self, run_id: str, slice_key: str | None = None) -> dict[str, Any]:
-        """The run page's charts and failure groups.
-
-        `slice_key` picks the metadata key of the per-slice chart; None picks the first
-        one worth slicing on (2-20 values), "" none.
-
-        Raises:
-            NotFoundError: no such run.
-            ViewerError: no result has metadata key `slice_key`.
-        """
-        charts = self._run_charts(run_id, slice_key)
-        # The run page's charts come last: the index's background work starts after them.
-        self._index.start_background()
-        return charts
-
-    def _run_charts(self, run_id: str, slice_key: str | None) -> dict[str, Any]:
-        key, keys = self._slice_key(run_id, slice_key)
-
-        def make() -> dict[str, Any]:
-            experiments = self._summaries.get(run_id, lambda: self._summarize(run_id))
-            made = self._index_charts(run_id, key, self._index)
-            charts: dict[str, Any] = json_safe(
-                run_charts(made, experiments, self._columns(run_id), slice_key=key)
-            )
-            return charts
-
-        return {**self._charts.get((run_id, key), make), "slice_keys": keys}
-
-    def _index_charts(self, run_id: str, key: str | None, index: Queryable) -> IndexCharts:
-        return self._charts.get(
-            ("index", run_id, key), lambda: index_charts(index, run_id, slice_key=key)
-        )
-
-    def warm(self) -> threading.Thread | None:
-        """Make a single run's landing page (statistics, charts) on a background thread.
-
-        `wink debug RUN` calls this before it serves, so the page is made while the
-        server starts and the browser loads; its requests find it made (or wait for it).
-        The SQL charts are made on a copy of the index (`ResultIndex.reader`) beside the
-        statistics. Nothing is done for several runs or a bundle. Returns the thread.
-        """
-        runs = self._index.runs()
-        if self._bundle is not None or len(runs) != 1:
-            return None
-        run_id = runs[0].run_id
-
-        def charts(reader: IndexReader, key: str | None) -> None:
-            try:
-                self._index_charts(run_id, key, reader)
-            except Exception:  # made again, and reported, by the page's own request
-                _log.debug("charting %s on a copy failed", run_id, exc_info=True)
-            finally:
-                reader.close()
-
-        def make() -> None:
-            try:
-                key = self._slice_key(run_id, None)[0]
-                reader = self._index.reader()
-                threading.Thread(target=charts, args=(reader, key), daemon=True).start()
-                self.run(run_id)
-                self._run_charts(run_id, None)
-            except Exception:  # the page's own request reports it
-                _log.debug("warming the run page of %s failed", run_id, exc_info=True)
-
-        thread = threading.Thread(target=make, name="wink-debug-warm", daemon=True)
-        thread.start()
-        return thread
-
-    def _facets(self, run_id: str) -> Facets:
-        self._run(run_id)
-        # The index does not change: its facets are computed once per run.
-        return self._summaries.get(("facets", run_id), lambda: self._index.facets(run_id))
-
-    def _slice_key(self, run_id: str, asked: str | None) -> tuple[str | None, list[str]]:
-        """The slice key to chart (None: none) and the keys worth slicing on."""
-        metadata = self._facets(run_id).metadata
-        keys = slice_keys(metadata)
-        if asked is None:
-            suggested = [k for k in keys if 2 <= len(metadata[k]) <= MAX_SLICE_VALUES]
-            return (suggested[0] if suggested else None), keys
-        if asked and asked not in metadata:
-            known = ", ".join(metadata) or "none (no metadata)"
-            raise ViewerError(
-                f"no result of run {run_id!r} has metadata key {asked!r}; keys: {known}"
-            )
-        return asked or None, keys
-
     def results(self, run_id: str, query: Iterable[tuple[str, str]]) -> dict[str, Any]:
         """One page of the results grid (see `parse_results_query` for the parameters).
 
@@ -337,6 +174,7 @@ class ViewerData:
             run_id, flt, sort=page.sort, descending=page.descending,
             offset=page.offset, limit=page.limit,
         )  # fmt: skip
+        self._served("results")
         return {
             "total": found.total,
             "offset": found.offset,
@@ -374,12 +212,6 @@ class ViewerData:
             "siblings": [row_view(r) for r in self._index.siblings(run_id, row.sample_id)],
             "provenance": self._provenance(run_id),
         }
-
-    def _provenance(self, run_id: str) -> list[Any]:
-        """The run's provenance rows (what its run page shows), read once per run."""
-        return self._summaries.get(
-            ("provenance", run_id), lambda: self._run_head(self._run(run_id))["provenance"]
-        )
 
     def _open_bundle(self, path: Path | None, run_dir: Path) -> tuple[DebugBundle | None, Any]:
         if path is None:
@@ -512,6 +344,8 @@ class ViewerData:
         Raises:
             NotFoundError: no such run.
         """
+        from ._html_report import render_html_report
+
         run = self._run(run_id)
         report = EvalReport.load(run.path, slim=True)  # the report reads no transcript
         return render_html_report(report, baseline=baseline or None, slice_key=slice_key or None)

@@ -48,7 +48,7 @@ from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 from ._query_cache import load_cache, store_cache
 from ._run_loader import delete_superseded, prepare
 from ._run_schema import KEY
-from ._viewer_lines import decode_batches
+from ._viewer_columns import Gathered
 from ._viewer_load import Load
 from ._viewer_schema import (
     INDEXES,
@@ -62,6 +62,7 @@ from ._viewer_schema import (
     json_text,
 )
 from ._viewer_search import SearchBuilder
+from ._viewer_split import read_batches
 from ._viewer_types import (
     SORT_KEYS,
     Facets,
@@ -122,6 +123,7 @@ class ResultIndex:
         self._finished = False
         self._search: SearchBuilder | None = None
         self._cache: tuple[Path, str] | None = None
+        self._gathered: dict[str, Gathered] = {}
 
     @classmethod
     def from_cache(cls, run_dir: Path, path: Path, signature: str) -> ResultIndex | None:
@@ -239,10 +241,11 @@ class ResultIndex:
         load = Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
-            for batch in decode_batches(path, id_base=id_base, run_id=run_id):
+            for batch in read_batches(path, id_base=id_base, run_id=run_id):
                 load.insert(batch)
             gone: list[int] = []
             if len(load.keys) < load.found:  # a key was written twice: its last line wins
+                load.columns.drop()
                 gone = delete_superseded(
                     self._db, "results", KEY, where="run_id = ?", params=(run_id,)
                 )
@@ -271,6 +274,9 @@ class ResultIndex:
         # A later line for the same key superseded the rows in `gone`: the search builder
         # indexes only the lines still in `results`.
         self._ids[run_id] = (self._next_id, self._next_id + load.last_line - 1)
+        gathered = load.columns.result()
+        if gathered is not None:
+            self._gathered[run_id] = gathered
         self._next_id += load.last_line
         if load.skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, load.skipped_count)
@@ -377,6 +383,14 @@ class ResultIndex:
         sample_id, experiment, epoch, line, offset = found
         return _Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
 
+    def gathered(self, run_id: str) -> Gathered | None:
+        """What was gathered of run `run_id` while it was read (`_viewer_columns.py`).
+
+        None when it could not be gathered, or the index was opened from its cache: the
+        statistics and charts read the index then.
+        """
+        return self._gathered.get(run_id)
+
     def experiments(self, run_id: str) -> dict[str, int]:
         """Experiment -> results of run `run_id`, in order of first appearance."""
         with self._lock:
@@ -384,6 +398,13 @@ class ResultIndex:
 
     def experiment_passes(self, run_id: str) -> dict[str, tuple[int, int]]:
         """Experiment -> `(results, passed)` of run `run_id`, in order of first appearance."""
+        gathered = self._gathered.get(run_id)
+        if gathered is not None:
+            passes: dict[str, tuple[int, int]] = {}
+            for experiment, status, _, n, _ in sorted(gathered.tally, key=lambda row: row[4]):
+                total, passed = passes.get(experiment, (0, 0))
+                passes[experiment] = (total + n, passed + (n if status == "passed" else 0))
+            return passes
         sql = (
             "SELECT experiment, count(*), sum(status = 'passed') FROM results WHERE run_id = ? "
             "GROUP BY experiment ORDER BY min(id)"
@@ -400,9 +421,11 @@ class ResultIndex:
     def facets(self, run_id: str) -> Facets:
         """The values each filter of run `run_id` can take."""
         first, last = self._ids.get(run_id, (0, -1))
+        gathered = self._gathered.get(run_id)
         with self._lock:
-            # One scan for the three counts (each in order of first appearance).
-            tally = self._db.execute(TALLY, (run_id,)).fetchall()
+            # One scan for the three counts (each in order of first appearance), unless
+            # they were counted while the run was read.
+            tally = gathered.tally if gathered else self._db.execute(TALLY, (run_id,)).fetchall()
             # A run's results are the ids first..last: no join with `results` needed.
             rows = self._db.execute(META_FACETS, (first, last)).fetchall()
         experiments: dict[str, int] = {}
@@ -451,21 +474,16 @@ class ResultIndex:
             return self._db.execute(sql, params).fetchall()
 
     def reader(self) -> IndexReader:
-        """A copy of the finished index on a connection of its own, for `query` only.
+        """A copy of the index as it is, on a connection of its own, for `query` only.
 
         Queries on it run beside the index's own (SQLite works without the GIL): the
-        viewer makes a run page's charts on one while it computes the statistics.
-        Call it before the background work starts (`start_background`), while the
-        tables hold what the copy should.
-
-        Raises:
-            ViewerError: the index is not finished.
+        viewer makes a run page's charts on one while it computes the statistics, or,
+        taken before `finish()` (the runs' rows, without the first page's indexes),
+        while the index builds those. Call it before the background work starts
+        (`start_background`), while the tables hold what the copy should.
         """
         copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         with self._lock:
-            if not self._finished:
-                copy.close()
-                raise ViewerError("the index is not finished; call finish() first")
             self._db.backup(copy)
         copy.execute("PRAGMA query_only = ON")
         return IndexReader(copy)

@@ -9,11 +9,13 @@ twice means an earlier line is superseded).
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ._run_loader import STAGE, stage
+from ._viewer_columns import ColumnGatherer
 from ._viewer_lines import DecodedBatch, insert_rows
 from ._viewer_schema import DISTRIBUTE, FILL, SKIPPED, SPREAD
 
@@ -21,6 +23,8 @@ __all__ = ["MAX_SKIPPED", "Load"]
 
 MAX_SKIPPED = 20
 """Skipped lines listed at most (all are counted)."""
+_KEY = operator.itemgetter(2, 3, 4)
+"""`(sample_id, experiment, epoch)` of a `results` row."""
 
 
 class Load:
@@ -33,6 +37,8 @@ class Load:
         self.skipped: list[str] = []
         self.skipped_count = self.lines = self.last_line = self.found = 0
         self.keys: set[tuple[str, str, int]] = set()
+        self.columns = ColumnGatherer()
+        """The run page's statistics columns, gathered from the rows as they go in."""
 
     def insert(self, batch: DecodedBatch) -> None:
         """Insert a batch's rows; the lines msgspec left to SQL are judged as before."""
@@ -41,8 +47,9 @@ class Load:
         insert_rows(self._db, "results", batch.rows)
         insert_rows(self._db, "metrics", batch.metrics)
         insert_rows(self._db, "temp.wink_json", batch.metadata)
-        self.keys.update((row[2], row[3], row[4]) for row in batch.rows)
+        self.keys.update(map(_KEY, batch.rows))
         self.found += len(batch.rows)
+        self.columns.add(batch)
         if batch.staged:
             self._judge(batch.staged)
         for statement in SPREAD:
@@ -62,5 +69,6 @@ class Load:
         for sample_id, experiment, epoch in kept:
             self.keys.add((sample_id, experiment, epoch))
             self.found += 1
+            self.columns.drop()  # a row SQL made: the gathered columns miss it
         for statement in DISTRIBUTE:
             self._db.execute(statement)

@@ -27,6 +27,11 @@ class Memo:
         self._lock = threading.Lock()
         self._making: dict[Any, threading.Lock] = {}
 
+    def has(self, key: Any) -> bool:
+        """Whether the value of `key` is made or being made."""
+        with self._lock:
+            return key in self._data or key in self._making
+
     def get(self, key: Any, make: Callable[[], V]) -> V:
         with self._lock:
             if key in self._data:

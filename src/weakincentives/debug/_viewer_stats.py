@@ -1,12 +1,10 @@
-"""The columns behind a run page's statistics and charts, read once per experiment.
+"""The columns behind a run page's statistics and charts, read from the index by SQL.
 
-The run page shows, per experiment, counts, the pass rate and mean score with their
-intervals, latency percentiles, tokens and cost (`experiment_view`), and draws score,
-latency, token and cost histograms (`_viewer_charts`). Both read the same
-`ExperimentColumns`: the per-result values the statistics functions need, as lists in
-index order (the order `summarize` reads a run in), and what SQL can count exactly
-(statuses, error kinds, token sums). At 100,000 results that is four narrow queries
-per experiment instead of a row object per result.
+`ExperimentColumns` (`_viewer_columns.py`) are usually gathered while the run loads;
+when they could not be (a run opened from its cache, a line judged by SQL, a key
+written twice) they are read here: four narrow queries per experiment instead of a row
+object per result, in index order (the order `summarize` reads a run in), with what SQL
+can count exactly (statuses, error kinds, token sums).
 
 What goes into the statistics functions is value for value what they got before:
 `passed` 1/0 per result, the score with errors as 0.0, sample ids for clustering when
@@ -15,9 +13,7 @@ a sample repeats (`stats.repeated_samples`), `(cost, judge_cost)` pairs.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-
+from ._viewer_columns import ExperimentColumns
 from ._viewer_index import ResultIndex
 
 __all__ = ["ExperimentColumns", "experiment_columns"]
@@ -41,39 +37,6 @@ _COSTS = f"""
 SELECT cost, judge_cost FROM results {_WHERE} AND (cost IS NOT NULL OR judge_cost IS NOT NULL)
 ORDER BY id
 """
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExperimentColumns:
-    """One experiment's per-result values (index order) and exact totals."""
-
-    name: str
-    """The experiment."""
-    passed: Sequence[int]
-    """1 when the result passed, else 0 (errors count as not passed)."""
-    scores: Sequence[float]
-    """Score of each result, 0.0 for an error."""
-    latency_ms: Sequence[float]
-    """Latency of each result."""
-    tokens: Sequence[int]
-    """Input plus output tokens of each result."""
-    clusters: Sequence[Hashable] | None
-    """Sample id of each result when a sample repeats (epochs), else None."""
-    errors_by_kind: dict[str, int]
-    """Error kind (`unknown` when none) -> errors, in order of first appearance."""
-    input_tokens: int
-    """Input tokens of every result."""
-    output_tokens: int
-    """Output tokens of every result."""
-    costs: Sequence[tuple[float | None, float | None]]
-    """`(cost, judge_cost)` of the results that have either, in index order."""
-    uncosted: int
-    """Results with neither (`(None, None)`: nothing to add, only to count)."""
-
-    @property
-    def n(self) -> int:
-        """Number of results."""
-        return len(self.passed)
 
 
 def experiment_columns(index: ResultIndex, run_id: str, experiment: str) -> ExperimentColumns:

@@ -13,8 +13,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from weakincentives import serde
 from weakincentives.debug._bundle import DebugBundle
 from weakincentives.debug._tables import bundle_tables
@@ -227,14 +225,18 @@ def experiment_view(columns: ExperimentColumns) -> dict[str, Any]:
     passed = sum(c.passed)
     kinds = dict(c.errors_by_kind)
     errors = sum(kinds.values())
-    # Results with no cost at all add nothing to a sum: `summarize_costs` counts them last.
-    costs = itertools.chain(c.costs, itertools.repeat((None, None), c.uncosted))
+    # A result with no cost at all only counts: `summarize_costs` adds nothing of it to
+    # its sums (its judge cost as 0.0, which leaves a sum of at least 0.0 as it is).
+    summary = summarize_costs(c.costs)
+    cost = dataclasses.replace(
+        summary, n=summary.n + c.uncosted, unpriced=summary.unpriced + c.uncosted
+    )
     view: dict[str, Any] = {
         "name": c.name, "n": n, "passed": passed, "errors": errors,
         "failed": n - passed - errors, "pass_rate": passed / n if n else 0.0,
         "errors_by_kind": kinds, "latency_ms": _percentiles(c.latency_ms),
         "tokens": {"input": c.input_tokens, "output": c.output_tokens},
-        "cost": summarize_costs(costs).to_dict(),
+        "cost": cost.to_dict(),
         **_intervals(c.passed, c.scores, c.clusters),
     }  # fmt: skip
     return _safe(view)
@@ -259,6 +261,8 @@ def _intervals(
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p95": None}
+    import numpy as np  # on first use: `wink debug` imports it while the run is indexed
+
     array = np.asarray(values, dtype=float)
     return {
         "mean": float(array.mean()),
