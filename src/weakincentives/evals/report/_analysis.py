@@ -284,14 +284,29 @@ def mean_pass_at_k(results: Iterable[EvalResult], k: int, *, all_pass: bool = Fa
         InvalidStatisticError: there are no results, or a sample has fewer than `k` attempts
             (the message names it).
     """
+    counted = (
+        (experiment, sample_id, len(attempts), sum(1 for r in attempts if r.passed))
+        for (experiment, sample_id), attempts in _attempts(results).items()
+    )
+    return mean_pass_at_k_of(counted, k, all_pass=all_pass)
+
+
+def mean_pass_at_k_of(
+    samples: Iterable[tuple[str, str, int, int]], k: int, *, all_pass: bool = False
+) -> float:
+    """`mean_pass_at_k` of `(experiment, sample id, attempts, passes)` per sample.
+
+    Raises:
+        InvalidStatisticError: as `mean_pass_at_k`.
+    """
     import numpy as np
 
     estimator = stats.pass_hat_k if all_pass else stats.pass_at_k
     name = "pass^k" if all_pass else "pass@k"
     values = []
-    for (experiment, sample_id), attempts in _attempts(results).items():
+    for experiment, sample_id, attempts, passes in samples:
         try:
-            values.append(estimator(len(attempts), sum(1 for r in attempts if r.passed), k))
+            values.append(estimator(attempts, passes, k))
         except InvalidStatisticError as exc:
             raise InvalidStatisticError(
                 f"{name}: sample {sample_id!r} of experiment {experiment!r}: {exc}"

@@ -30,8 +30,6 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast, overload
 
-from weakincentives.errors import InvalidStatisticError
-
 from .. import stats
 from .._records import EvalResult
 
@@ -169,21 +167,9 @@ class ResultColumns:
 
     def mean_pass_at_k(self, rows: npt.NDArray[np.intp], k: int, *, all_pass: bool) -> float:
         """`mean_pass_at_k` of the results of `rows` (see `_analysis.mean_pass_at_k`)."""
-        import numpy as np
+        from ._analysis import mean_pass_at_k_of
 
-        estimator = stats.pass_hat_k if all_pass else stats.pass_at_k
-        name = "pass^k" if all_pass else "pass@k"
-        values = []
-        for experiment, sample_id, attempts, passes in self.attempts(rows):
-            try:
-                values.append(estimator(attempts, passes, k))
-            except InvalidStatisticError as exc:
-                raise InvalidStatisticError(
-                    f"{name}: sample {sample_id!r} of experiment {experiment!r}: {exc}"
-                ) from exc
-        if not values:
-            raise InvalidStatisticError(f"{name} needs at least one result")
-        return float(np.mean(values))
+        return mean_pass_at_k_of(self.attempts(rows), k, all_pass=all_pass)
 
     # -- comparisons ---------------------------------------------------------------------
 
