@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
 from weakincentives import serde
+from weakincentives._redaction_text import alternation as _alternation
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
-from weakincentives.redaction import REDACTED, RedactionPolicy, _alternation, default_redactor
+from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
 from weakincentives.runtime.session import TurnUsage
 

@@ -23,9 +23,10 @@ import pytest
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, SECRETS, forms
 from weakincentives import serde
+from weakincentives._redaction_text import alternation as _alternation
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.evals._records import ToolCallRecord
-from weakincentives.redaction import _alternation, default_redactor
+from weakincentives.redaction import default_redactor
 from weakincentives.runtime.session import ChatMessage, TokenUsage
 
 FILLERS = [
