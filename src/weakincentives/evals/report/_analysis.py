@@ -39,6 +39,7 @@ __all__ = [
     "flaky_samples",
     "group_by",
     "mean_pass_at_k",
+    "mean_pass_at_k_of",
     "percentile",
     "score_of",
     "summarize",
