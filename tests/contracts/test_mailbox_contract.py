@@ -217,6 +217,7 @@ def test_long_poll_returns_as_soon_as_another_thread_sends(harness: Harness) -> 
         messages = mailbox.receive(wait_time_seconds=10)
     finally:
         timer.cancel()
+        timer.join(timeout=30)  # the send may still be reading its reply at teardown
 
     assert [m.body for m in messages] == ["wake"]
     assert time.monotonic() - started < 5
@@ -239,6 +240,7 @@ def test_long_poll_returns_when_the_mailbox_is_closed(harness: Harness) -> None:
         assert mailbox.receive(wait_time_seconds=10) == []
     finally:
         timer.cancel()
+        timer.join(timeout=30)
     assert time.monotonic() - started < 5
 
 

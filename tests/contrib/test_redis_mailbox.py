@@ -461,7 +461,11 @@ def test_releasing_a_message_wakes_a_long_poll(
         messages = consumer.receive(wait_time_seconds=10)
     finally:
         timer.cancel()
+        # The release may still be reading its reply: the test's teardown closes the
+        # client (and the connection it reads on), so wait for it here.
+        timer.join(timeout=30)
 
+    assert not timer.is_alive()
     assert [(m.body, m.delivery_count) for m in messages] == [("job", 2)]
     assert time.monotonic() - started < 0.5
 
