@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.evals.test_result_lines import MASKS
+from tests.evals.test_result_lines import MASKS, golden_lines, stored_lines
 from weakincentives import serde
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
 from weakincentives.adapters.pricing import ModelPrice, PriceTable
@@ -215,16 +215,11 @@ def masked_lines(name: str, root: Path) -> list[bytes]:
     target = options.pop("target")()
     samples: list[Any] = plain_samples() if options.pop("plain", False) else structured_samples()
     run_eval(samples, target, max_concurrent=1, store=root, **options)
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
-    lines = (run_dir / "results.jsonl").read_bytes().splitlines()
-    for pattern, mask in (*MASKS, ESCAPED_DURATION):
-        lines = [pattern.sub(mask, line) for line in lines]
-    return [name.encode() + b"\t" + line for line in lines]
+    return stored_lines(root, name, (*MASKS, ESCAPED_DURATION))
 
 
 def golden(name: str) -> list[bytes]:
-    prefix = name.encode() + b"\t"
-    return [line for line in GOLDEN.read_bytes().splitlines() if line.startswith(prefix)]
+    return golden_lines(GOLDEN, name)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -9,6 +9,7 @@ to `golden/result_lines.txt`. A deliberate change of the result format regenerat
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -75,18 +76,30 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def masked_lines(name: str, root: Path) -> list[bytes]:
-    run_eval(SAMPLES, max_concurrent=1, store=root, **SCENARIOS[name])
+def stored_lines(
+    root: Path, name: str, masks: Iterable[tuple[re.Pattern[bytes], bytes]] = MASKS
+) -> list[bytes]:
+    """The result lines of the one run under `root`, masked, each prefixed `name<TAB>`."""
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     lines = (run_dir / "results.jsonl").read_bytes().splitlines()
-    for pattern, mask in MASKS:
+    for pattern, mask in masks:
         lines = [pattern.sub(mask, line) for line in lines]
     return [name.encode() + b"\t" + line for line in lines]
 
 
-def golden(name: str) -> list[bytes]:
+def golden_lines(path: Path, name: str) -> list[bytes]:
+    """The lines of scenario `name` in the golden file at `path`."""
     prefix = name.encode() + b"\t"
-    return [line for line in GOLDEN.read_bytes().splitlines() if line.startswith(prefix)]
+    return [line for line in path.read_bytes().splitlines() if line.startswith(prefix)]
+
+
+def masked_lines(name: str, root: Path) -> list[bytes]:
+    run_eval(SAMPLES, max_concurrent=1, store=root, **SCENARIOS[name])
+    return stored_lines(root, name)
+
+
+def golden(name: str) -> list[bytes]:
+    return golden_lines(GOLDEN, name)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
