@@ -223,23 +223,36 @@ def compare_columns(
 
     from ._comparison import ExperimentComparison
 
+    names, epochs = columns.samples, columns.epoch
+
+    def keys(rows: npt.NDArray[np.intp]) -> tuple[tuple[str, int], ...]:
+        return tuple((names[columns.sample[r]], epochs[r]) for r in rows.tolist())
+
     base_rows, treat_rows = columns.rows(baseline_name), columns.rows(treatment_name)
-    found = _match(_pair_keys(columns, base_rows), _pair_keys(columns, treat_rows))
-    i, j, lone_base, lone_treat = found
-    base, treat = base_rows[i], treat_rows[j]
+    rates = _rate(columns, base_rows, confidence), _rate(columns, treat_rows, confidence)
+    i, j, lone_base, lone_treat = _match(
+        _pair_keys(columns, base_rows), _pair_keys(columns, treat_rows)
+    )
+    unpaired = keys(base_rows[lone_base]), keys(treat_rows[lone_treat])
+    # Only the paired rows are kept from here on, as 4-byte row numbers when they fit:
+    # the statistics below hold a few arrays of the pairs at once.
+    small = np.int32 if len(columns.score) < 2**31 else np.intp
+    base: npt.NDArray[np.integer[Any]] = base_rows[i].astype(small)
+    treat: npt.NDArray[np.integer[Any]] = treat_rows[j].astype(small)
+    n_pairs = int(i.size)
+    del base_rows, treat_rows, i, j, lone_base, lone_treat
     # Cluster by sample only when some sample has several paired epochs.
     clusters = _samples_if_repeated(columns, base)
     passed = np.frombuffer(columns.passed, dtype=np.uint8)
     score = np.frombuffer(columns.score, dtype=np.float64)
     base_passed, treat_passed = passed[base].astype(np.float64), passed[treat].astype(np.float64)
     paired = score_paired = None
-    if i.size:
+    if n_pairs:
         paired, score_paired = stats.paired_comparisons(
             [(base_passed, treat_passed, True), (score[base], score[treat], None)],
             confidence=confidence, bootstrap_resamples=bootstrap_resamples, seed=seed,
             clusters=None if clusters is None else _seq(clusters),
         )  # fmt: skip
-    names, epochs = columns.samples, columns.epoch
 
     def flips(mask: npt.NDArray[np.bool_]) -> tuple[FlippedSample, ...]:
         found = StoredFlips(names, read_at)
@@ -249,18 +262,13 @@ def compare_columns(
         # when asked for; `flip_keys` reads none.
         return cast("tuple[FlippedSample, ...]", found)
 
-    def keys(rows: npt.NDArray[np.intp]) -> tuple[tuple[str, int], ...]:
-        return tuple((names[columns.sample[r]], epochs[r]) for r in rows.tolist())
-
     return ExperimentComparison(
         baseline_name=baseline_name, treatment_name=treatment_name,
-        baseline=_rate(columns, base_rows, confidence),
-        treatment=_rate(columns, treat_rows, confidence),
-        n_pairs=int(i.size), paired=paired, score_paired=score_paired,
+        baseline=rates[0], treatment=rates[1],
+        n_pairs=n_pairs, paired=paired, score_paired=score_paired,
         regressions=flips((base_passed == 1.0) & (treat_passed == 0.0)),
         improvements=flips((base_passed == 0.0) & (treat_passed == 1.0)),
-        unpaired_baseline=keys(base_rows[lone_base]),
-        unpaired_treatment=keys(treat_rows[lone_treat]),
+        unpaired_baseline=unpaired[0], unpaired_treatment=unpaired[1],
     )  # fmt: skip
 
 
@@ -277,7 +285,7 @@ def _pair_keys(columns: ResultColumns, rows: npt.NDArray[np.intp]) -> npt.NDArra
 
 
 def _samples_if_repeated(
-    columns: ResultColumns, rows: npt.NDArray[np.intp]
+    columns: ResultColumns, rows: npt.NDArray[np.integer[Any]]
 ) -> npt.NDArray[np.int64] | None:
     """The sample index of each result of `rows` when some sample occurs twice, else None.
 

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from weakincentives.errors import InvalidStatisticError
 
     from ._counts import ValueCounts, count_values, fsum_counts, percentile_counts
+    from ._floats import Floats
     from ._format import format_signed, plural
     from ._intervals import (
         ClusteredEstimate,
@@ -117,6 +118,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClusteredEstimate",
     "CorrectedRate",
+    "Floats",
     "Interval",
     "InvalidStatisticError",
     "JudgeAgreement",
@@ -175,6 +177,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "fsum_counts",
             "percentile_counts",
         ),
+        "weakincentives.evals.stats._floats": ("Floats",),
         "weakincentives.evals.stats._format": ("format_signed", "plural"),
         "weakincentives.evals.stats._intervals": (
             "ClusteredEstimate",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from weakincentives.errors import InvalidStatisticError
 
 from ._bootstrap import bootstrap_mean_intervals
+from ._floats import Floats
 from ._intervals import Bounds, Interval, cluster_codes
 from ._mcnemar import McNemarResult, mcnemar
 from ._normal import as_count, as_values, check_confidence, check_same_length
@@ -81,8 +82,10 @@ class PairedComparison:
     degrees of freedom and this `se` (`minimum_detectable_effect`)."""
     confidence: float
     """Coverage of both intervals, e.g. `0.95`."""
-    differences: tuple[float, ...] = field(repr=False)
-    """Per-pair differences `treatment[i] - baseline[i]`, in input order."""
+    differences: Sequence[float] = field(repr=False)
+    """Per-pair differences `treatment[i] - baseline[i]`, in input order: a read-only
+    sequence of floats (`Floats`, 8 bytes per pair) that compares equal to a tuple or
+    list of the same values."""
     n_clusters: int | None = None
     """Number of distinct clusters when the statistics are cluster-robust, else None."""
     naive_se: float = math.nan
@@ -396,7 +399,7 @@ def _result(
         bootstrap_resamples=boot[2],
         minimum_detectable_effect=spread.mde,
         confidence=confidence,
-        differences=tuple(differences.tolist()),
+        differences=Floats(differences.astype("float64", copy=False).tobytes()),
         n_clusters=n_clusters,
         naive_se=spread.naive_se,
         df=spread.df,
