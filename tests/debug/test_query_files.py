@@ -136,3 +136,42 @@ def test_a_working_copy_that_cannot_be_made_is_a_query_error(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     with pytest.raises(QueryError, match="temporary directory"):
         QueryDatabase.open(run)
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_killed_querys_working_copy_is_removed_by_the_next_query(
+    tmp_path: Path, temp_dir: Path
+) -> None:
+    """A `wink query` killed with SIGKILL cannot remove its working copy (a copy of the
+    run's tables, as large as they are); the next query removes the copies whose process
+    is gone, and leaves a live process's and any other file alone."""
+    run = write_run(tmp_path / "runs", "r1", STANDARD)
+    dead = _dead_pid()
+    stale = [
+        temp_dir / f"wink-query-{dead}-abc123.sqlite",
+        temp_dir / f"wink-query-{dead}-x.sqlite",
+    ]
+    for path in stale:
+        path.write_bytes(b"tables of a killed query")
+    (temp_dir / f"wink-query-{dead}-abc123.sqlite-journal").write_bytes(b"journal")
+    import os
+
+    live = temp_dir / f"wink-query-{os.getppid()}-def456.sqlite"  # a process still running
+    live.write_bytes(b"tables of a running query")
+    others = [temp_dir / "wink-query-notapid.sqlite", temp_dir / "unrelated.sqlite"]
+    for path in others:
+        path.write_bytes(b"someone else's")
+    with QueryDatabase.open(run, cache=False) as db:
+        assert db.execute("SELECT count(*) FROM results").rows == ((4,),)
+        (mine,) = (p for p in temp_dir.iterdir() if p.name.startswith(f"wink-query-{os.getpid()}-"))
+        assert mine.suffix == ".sqlite"
+    assert sorted(p.name for p in temp_dir.iterdir()) == sorted(p.name for p in [live, *others])

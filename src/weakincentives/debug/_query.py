@@ -404,21 +404,62 @@ def query(
         return db.execute(sql, limit=limit)
 
 
+_WORKING_PREFIX = "wink-query-"
+
+
 def _working_file() -> Path:
     """A new empty file in the temporary directory, for a working copy.
+
+    Its name holds this process's id (`wink-query-PID-XXXX.sqlite`): a query killed
+    before it could remove its copy (SIGKILL, a power cut) leaves it behind, as large as
+    the run's tables, and the next query removes the copies whose process is gone
+    (`_remove_orphans`).
 
     Raises:
         QueryError: the temporary directory is missing or not writable.
     """
     try:
-        handle, name = tempfile.mkstemp(prefix="wink-query-", suffix=".sqlite")
+        handle, name = tempfile.mkstemp(prefix=f"{_WORKING_PREFIX}{os.getpid()}-", suffix=".sqlite")
     except OSError as exc:
         raise QueryError(
             f"cannot create the query's working database in the temporary directory "
             f"({exc}); set TMPDIR to a writable directory with room for the run's tables"
         ) from exc
     os.close(handle)
-    return Path(name)
+    path = Path(name)
+    _remove_orphans(path.parent)
+    return path
+
+
+def _remove_orphans(directory: Path) -> None:
+    """Remove the working copies in `directory` left by queries whose process is gone.
+
+    A copy whose process id is alive (or cannot be checked) stays: a process that
+    reused a dead query's id keeps that copy until it ends, which costs room, never a
+    running query's file.
+    """
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            name = entry.name
+            if not name.startswith(_WORKING_PREFIX) or ".sqlite" not in name:
+                continue
+            pid = name[len(_WORKING_PREFIX) :].split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    Path(entry.path).unlink()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (True when that cannot be told)."""
+    if os.name != "posix":  # signal 0 asks on POSIX only (on Windows it would kill)
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # someone else's process, or no way to ask: keep its file
+    return True
 
 
 def _open_working(work: Path, *, fresh: bool) -> sqlite3.Connection:
