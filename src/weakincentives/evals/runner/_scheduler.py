@@ -44,6 +44,7 @@ from ._git_dirty import GitDirty
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
 from ._settings import RunSettings
+from ._slots import ResultBuffer, SlotPool
 from ._source import UNHASHED_STREAM, SampleSource
 from ._target import DeferrableTarget, SampleTarget
 
@@ -52,7 +53,6 @@ __all__ = ["LocalRun", "error_result", "slim"]
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
-_JOIN_POLL = 0.25  # seconds; how soon the waiting helper thread notices a cancel
 _Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -103,6 +103,8 @@ class LocalRun:
         self._pull_lock = threading.Lock()
         self._order_lock = threading.Lock()
         self._failure: BaseException | None = None  # what broke a slot thread
+        # Slot threads' results on their way to `_write`, in the report's order.
+        self._buffer = ResultBuffer[EvalResult](self._write, self._order_lock)
         # Results for the progress sink, from slot threads to the event loop (drained
         # every `PROGRESS_INTERVAL`); None when there is no sink to feed.
         self._pending: collections.deque[EvalResult] | None = (
@@ -287,39 +289,43 @@ class LocalRun:
         """Up to `max_concurrent` long-lived threads, each looping over the shared work.
 
         One thread start per slot, none per sample: the threads take requests, run
-        them and append the results themselves. The event loop only waits (in one
-        helper thread) and, with a progress sink, hands it the new results every
-        `PROGRESS_INTERVAL` seconds, in order, from the event loop's thread.
+        them and record the results themselves. The slots start narrow (`SlotPool`: one
+        thread until a call is seen to wait; its results written in batches). The event
+        loop only waits (in one helper thread, the pool's monitor) and, with a progress
+        sink, hands it the new results every `PROGRESS_INTERVAL` seconds, in order, from
+        the event loop's thread.
         """
         work = self._work()
-        slots = self._slots()
-        pool = WorkerThreads(slots, name="wink-eval")
+        pool = WorkerThreads(self._slots(), name="wink-eval")
         context = contextvars.copy_context()
-        for _ in range(slots):
-            # Each slot in its own copy of the caller's context, like a to_thread call.
-            slot = functools.partial(self._thread_loop, call, work)
-            pool.submit(functools.partial(context.copy().run, slot))
+        slots: SlotPool
+
+        def slot() -> None:
+            self._thread_loop(call, work, slots, context)
+
+        slots = SlotPool(pool, slot)
+        slots.start()
         finished = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 if not isinstance(self.progress, NullProgress):
                     tg.start_soon(self._forward_progress, finished)
                 try:
-                    await anyio.to_thread.run_sync(self._wait, pool, abandon_on_cancel=True)
+                    await anyio.to_thread.run_sync(
+                        slots.watch,
+                        lambda: self._stopped,
+                        self._buffer.flush,
+                        abandon_on_cancel=True,
+                    )
                 finally:
                     finished.set()
         finally:
             self._stopped = True  # on a cancel, the slots stop after their current sample
             pool.shutdown(wait=False)
+            self._buffer.flush(final=True)  # what the narrow slot buffered is recorded
             self._advance_progress()
         if self._failure is not None:
             raise self._failure
-
-    def _wait(self, pool: WorkerThreads) -> None:
-        # Returns when the slots are done, or soon after a cancel (`_stopped`): a hung
-        # agent must not keep this helper thread, and so the process, alive.
-        while not pool.join(timeout=_JOIN_POLL) and not self._stopped:
-            pass
 
     async def _forward_progress(self, finished: anyio.Event) -> None:
         while not finished.is_set():
@@ -337,33 +343,43 @@ class LocalRun:
         self,
         call: Callable[[EvalRequest[Any, Any]], SampleOutcome],
         work: Iterator[_Work],
+        slots: SlotPool,
+        context: contextvars.Context,
     ) -> None:
-        handle, results, stop = self.handle, self.results, self.fail_fast.see
-        capped, record, pending = self.max_cost is not None, self._record, self._pending
+        stop, capped, finished = self.fail_fast.see, self.max_cost is not None, slots.finished
+        keep = self._buffer.keep
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
                     item = next(work, None)
                 if item is None:
                     return
-                result = call(self._request(item)).result
+                # Each sample in its own copy of the caller's context, like a to_thread call.
+                result = context.copy().run(call, self._request(item)).result
+                finished()
                 if self._stopped:
                     return  # cancelled meanwhile: the late result is discarded
                 if capped:
                     self._spend(result)
-                if pending is None:
-                    record(handle, results, result)  # thread-safe
-                else:
-                    kept = slim(result) if handle is not None else result
-                    with self._order_lock:  # the sink sees the results in the report's order
-                        record(handle, results, result)
-                        pending.append(kept)
+                keep(result, slots.wide)
                 if stop(result):
                     self._stopped = True  # the other slots stop after their current sample
         except BaseException as exc:  # the dataset or the store broke: end the run with it
             if self._failure is None:
                 self._failure = exc
             self._stopped = True
+
+    def _write(self, results: list[EvalResult]) -> None:
+        """Record `results` with one write; queue them for the progress sink."""
+        handle, pending = self.handle, self._pending
+        if handle is None:
+            self.results.extend(results)
+        else:
+            handle.extend(results)
+            for _ in results:
+                next(self._appended)
+        if pending is not None:
+            pending.extend(map(slim, results) if handle is not None else results)
 
     async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
         handle, results, advance = self.handle, self.results, self.progress.advance
