@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import weakincentives.evals.runner._scheduler as local_run
 import weakincentives.evals.runner._slots as slots_module
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
 from weakincentives.evals import RunStore, Sample, evaluate, exact_match, run_eval
-from weakincentives.evals.runner._slots import BATCH, BUSY_TICKS, stalled
+from weakincentives.evals.runner._slots import BATCH, BUSY_TICKS, sleeps_in_kernel, stalled
 from weakincentives.evals.store import RunHandle
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop, WorkerThreads
@@ -83,20 +84,63 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    ("ticks", "cpu_share", "widen"),
+    ("ticks", "sleeping", "cpu_share", "widen"),
     [
-        (0, 0.0, False),  # just made progress
-        (1, 0.1, True),  # waiting: more threads help
-        (1, None, True),  # the platform cannot tell: a stall counts as a wait
-        (1, 0.9, False),  # computing: more threads only share the GIL
-        (BUSY_TICKS - 1, 1.0, False),
-        (BUSY_TICKS, 1.0, True),  # a long computation may release the GIL
+        (0, True, 0.0, False),  # just made progress
+        (1, True, 0.9, True),  # sleeps in the kernel: its call waits, more threads help
+        (1, False, 0.0, False),  # runnable: the machine is busy, more threads would not help
+        (1, None, 0.1, True),  # no thread state: little CPU over the tick is a wait
+        (1, None, 0.9, False),  # computing: more threads only share the GIL
+        (1, None, None, True),  # the platform cannot tell: a stall counts as a wait
+        (BUSY_TICKS - 1, False, 1.0, False),
+        (BUSY_TICKS, False, 1.0, True),  # a long computation may release the GIL
     ],
 )
 def test_a_stalled_thread_widens_the_pool_when_it_waits(
-    ticks: int, cpu_share: float | None, widen: bool
+    ticks: int, sleeping: bool | None, cpu_share: float | None, widen: bool
 ) -> None:
-    assert stalled(ticks, cpu_share) is widen
+    assert stalled(ticks, sleeping, cpu_share) is widen
+
+
+@pytest.mark.parametrize(
+    ("content", "sleeping"),
+    [
+        (b"4242 (python3) S 1 4242 4242 0 -1", True),
+        (b"4242 (wink (slot) 2) D 1 4242", True),  # a name with spaces and parentheses
+        (b"4242 (python3) R 1 4242 4242 0 -1", False),
+        (b"not a stat line", None),
+        (None, None),  # no such file: not Linux, or the thread has exited
+    ],
+)
+def test_the_thread_state_is_read_from_proc(
+    tmp_path: Path, content: bytes | None, sleeping: bool | None
+) -> None:
+    stat = tmp_path / "stat"
+    if content is not None:
+        stat.write_bytes(content)
+    assert sleeps_in_kernel(str(stat)) is sleeping
+
+
+def test_the_state_of_a_sleeping_thread_is_s() -> None:
+    ready, release = threading.Event(), threading.Event()
+    native: list[int] = []
+
+    def sleeper() -> None:
+        native.append(threading.get_native_id())
+        ready.set()
+        release.wait(SETTLE)
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    try:
+        ready.wait(SETTLE)
+        stat = f"/proc/self/task/{native[0]}/stat"
+        if not Path(stat).exists():
+            pytest.skip("no /proc here")
+        assert wait_until(lambda: sleeps_in_kernel(stat) is True)
+    finally:
+        release.set()
+        thread.join()
 
 
 # -- narrow: calls that never wait --------------------------------------------------------------
@@ -212,7 +256,16 @@ def test_each_call_runs_in_its_own_copy_of_the_callers_context(narrow: None) -> 
 # -- wide: calls that wait ----------------------------------------------------------------------
 
 
-def test_calls_that_wait_all_run_at_once(pools: list[WorkerThreads]) -> None:
+@pytest.mark.parametrize("tells", ["thread state", "cpu time", "nothing"])
+def test_calls_that_wait_all_run_at_once(
+    pools: list[WorkerThreads], monkeypatch: pytest.MonkeyPatch, tells: str
+) -> None:
+    # However the monitor tells a wait (see `stalled`): the thread's state (Linux), its
+    # CPU time, or nothing at all (any stall widens).
+    if tells != "thread state":
+        monkeypatch.setattr(slots_module, "sleeps_in_kernel", lambda stat: None)
+    if tells == "nothing":
+        monkeypatch.delattr(time, "pthread_getcpuclockid", raising=False)
     # Each call returns only once four calls are in flight together.
     barrier = threading.Barrier(4, timeout=SETTLE)
     var: contextvars.ContextVar[str] = contextvars.ContextVar("slot_wait", default="unset")

@@ -9,8 +9,10 @@ call, `time.sleep`), every slot must run at once.
 
 `SlotPool` starts one slot thread; a monitor (`SlotPool.watch`, on a helper thread)
 checks it every `STALL_TICK` seconds and starts the other slots as soon as that thread
-has finished no sample for a tick while using less than half of that tick's CPU time: its
-call is waiting, not computing. A call that computes for `BUSY_TICKS` ticks without
+has finished no sample for a tick and sleeps in the kernel (a model call, `time.sleep`,
+a lock): its call is waiting, not computing. A thread that is merely runnable (the
+machine is busy and the scheduler has not run it for a while) is left alone: widening
+then would only add switches. A call that computes for `BUSY_TICKS` ticks without
 finishing also widens the pool (it may release the GIL, as numpy does). Once wide, the
 pool stays wide and the monitor only waits. A target that waits from its first call
 thus has every slot running a tick or two after the start; one that never waits runs on
@@ -21,12 +23,15 @@ whatever is buffered when the monitor ticks): one store write per batch instead 
 per sample. A wide pool's threads write each result as it finishes, as their calls take
 long enough for a write per sample not to matter.
 
-The monitor measures the narrow thread's CPU time with `time.pthread_getcpuclockid`
-where the platform has it; elsewhere a stalled tick counts as a wait.
+The monitor reads the thread's state from `/proc/self/task/<id>/stat` (Linux), and only
+on a tick that saw no progress. Where there is no such file, it measures the thread's CPU
+time over the tick (`time.pthread_getcpuclockid`): under half the tick counts as a wait;
+where neither is available, any stalled tick does.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +39,15 @@ from typing import Generic, TypeVar
 
 from weakincentives.runtime.threads import WorkerThreads
 
-__all__ = ["BATCH", "BUSY_TICKS", "STALL_TICK", "ResultBuffer", "SlotPool", "stalled"]
+__all__ = [
+    "BATCH",
+    "BUSY_TICKS",
+    "STALL_TICK",
+    "ResultBuffer",
+    "SlotPool",
+    "sleeps_in_kernel",
+    "stalled",
+]
 
 R = TypeVar("R")
 
@@ -51,21 +64,48 @@ WIDE_POLL = 0.25
 """Seconds between the monitor's checks for a cancel once the pool is wide."""
 
 
-def stalled(ticks: int, cpu_share: float | None) -> bool:
+def stalled(ticks: int, sleeping: bool | None, cpu_share: float | None) -> bool:
     """Whether a thread that finished nothing for `ticks` ticks is waiting.
 
     Args:
         ticks: Consecutive ticks without a finished sample.
+        sleeping: Whether the thread sleeps in the kernel now (None: cannot tell).
         cpu_share: CPU time the thread used over the last tick, as a share of the tick
-            (None when the platform cannot tell).
+            (None: cannot tell); asked only when `sleeping` is None.
 
     Returns:
-        True when more threads would help: the call waits (under half a tick of CPU in
-        the last tick), or it has computed for `BUSY_TICKS` ticks.
+        True when more threads would help: the call waits, or it has computed for
+        `BUSY_TICKS` ticks.
     """
     if ticks < 1:
         return False
-    return cpu_share is None or cpu_share < 0.5 or ticks >= BUSY_TICKS
+    if ticks >= BUSY_TICKS:
+        return True
+    if sleeping is not None:
+        return sleeping
+    return cpu_share is None or cpu_share < 0.5
+
+
+def sleeps_in_kernel(stat: str) -> bool | None:
+    """Whether the thread of `/proc/self/task/<id>/stat` file `stat` sleeps (state S or D).
+
+    None when the file cannot be read (no /proc: not Linux; the thread has exited) or
+    does not look like one.
+    """
+    try:
+        fd = os.open(stat, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 512)
+    except OSError:  # pragma: no cover - a /proc file that opens reads
+        return None
+    finally:
+        os.close(fd)
+    # "tid (name) S ...": the name may hold spaces and parentheses; the state follows
+    # the last ")".
+    end = data.rfind(b")")
+    return None if end < 0 else data[end + 2 : end + 3] in (b"S", b"D")
 
 
 class SlotPool:
@@ -76,18 +116,27 @@ class SlotPool:
         task: What each slot thread runs: a loop over the run's work that calls
             `finished()` after every sample.
         tick: How often the monitor checks while narrow (seconds; `STALL_TICK` if None).
+        now: The monitor's clock: real (monotonic) time, as the threads it watches run
+            in it.
     """
 
     def __init__(
-        self, pool: WorkerThreads, task: Callable[[], None], *, tick: float | None = None
+        self,
+        pool: WorkerThreads,
+        task: Callable[[], None],
+        *,
+        tick: float | None = None,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pool = pool
+        self._now = now
         self._task = task
         self._tick = STALL_TICK if tick is None else tick
         self._slots = pool.max_workers
         self._done = 0  # samples finished, counted by the narrow thread (one writer)
         self._started = threading.Event()
         self._cpu_clock: int | None = None
+        self._stat = ""  # the first thread's state file (Linux)
         self.wide = False
         """True once a call was seen to wait: every slot runs, results are written at once."""
 
@@ -100,9 +149,7 @@ class SlotPool:
         self._done += 1
 
     def widen(self) -> None:
-        """Start the other slots (idempotent; called by the monitor)."""
-        if self.wide:
-            return
+        """Start the other slots (called by the monitor, once)."""
         self.wide = True
         for _ in range(self._slots - 1):
             self._pool.submit(self._task)
@@ -115,23 +162,26 @@ class SlotPool:
         calls `flush()` every tick: the narrow thread's buffered results are written
         within a tick however long its next call takes.
         """
-        pool, tick = self._pool, self._tick
-        last, idle, cpu_then = -1, 0, 0.0
+        pool, tick, now = self._pool, self._tick, self._now
+        last, idle = 0, 0
+        then: tuple[float, float] | None = None  # wall and CPU time at the last tick
         while not self.wide:
             if pool.join(timeout=tick) or stopped():
                 return
             flush()
             if not self._started.is_set():
                 continue  # the thread is not running yet: nothing to judge
-            done, cpu_now = self._done, self._cpu_time()
+            done, cpu, wall = self._done, self._cpu_time(), now()
             if done != last:
                 last, idle = done, 0
             else:
                 idle += 1
-                share = None if cpu_now is None else (cpu_now - cpu_then) / tick
-                if stalled(idle, share):
+                share = None
+                if cpu is not None and then is not None and wall > then[0]:
+                    share = (cpu - then[1]) / (wall - then[0])
+                if stalled(idle, sleeps_in_kernel(self._stat), share):
                     self.widen()
-            cpu_then = cpu_now or 0.0
+            then = None if cpu is None else (wall, cpu)
         while not pool.join(timeout=WIDE_POLL) and not stopped():
             pass
 
@@ -139,6 +189,7 @@ class SlotPool:
         clock = getattr(time, "pthread_getcpuclockid", None)
         if clock is not None:
             self._cpu_clock = clock(threading.get_ident())
+        self._stat = f"/proc/self/task/{threading.get_native_id()}/stat"
         self._started.set()
         self._task()
 
