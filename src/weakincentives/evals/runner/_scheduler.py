@@ -103,12 +103,14 @@ class LocalRun:
         self._pull_lock = threading.Lock()
         self._order_lock = threading.Lock()
         self._failure: BaseException | None = None  # what broke a slot thread
-        # Slot threads' results on their way to `_write`, in the report's order.
-        self._buffer = ResultBuffer[EvalResult](self._write, self._order_lock)
         # Results for the progress sink, from slot threads to the event loop (drained
         # every `PROGRESS_INTERVAL`); None when there is no sink to feed.
         self._pending: collections.deque[EvalResult] | None = (
             None if isinstance(progress, NullProgress) else collections.deque()
+        )
+        # Slot threads' results on their way to `_write` (in the sink's order, if any).
+        self._buffer = ResultBuffer[EvalResult](
+            self._write, self._order_lock, ordered=self._pending is not None
         )
 
     @property

@@ -207,14 +207,21 @@ class ResultBuffer(Generic[R]):
     """Slot threads' results on their way to the store: batched while the pool is narrow.
 
     Args:
-        write: Records a batch of results (one store write); called under `lock`.
+        write: Records a batch of results (one store write).
         lock: Orders the writes: the store, the report and the progress sink see the
             results in one order.
+        ordered: Whether every write must hold `lock` (a progress sink reads the
+            results in order). When not, a wide pool's threads write their results
+            without it (`write` is then thread-safe): two hundred threads waking
+            together would otherwise queue on the lock.
     """
 
-    def __init__(self, write: Callable[[list[R]], None], lock: threading.Lock) -> None:
+    def __init__(
+        self, write: Callable[[list[R]], None], lock: threading.Lock, *, ordered: bool = True
+    ) -> None:
         self._write = write
         self._lock = lock
+        self._ordered = ordered
         self._results: list[R] = []
         self._closed = False
 
@@ -224,6 +231,10 @@ class ResultBuffer(Generic[R]):
         A result kept after `flush(final=True)` (a slot thread finishing after its run
         ended) is discarded rather than written to a finished run.
         """
+        if wide and not self._ordered and not self._results:
+            if not self._closed:
+                self._write([result])
+            return
         with self._lock:
             if self._closed:
                 return
