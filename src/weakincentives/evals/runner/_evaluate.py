@@ -21,11 +21,13 @@ O(concurrency) memory besides the results. Of the results, the report keeps what
   keeps them small).
 
 **Threads.** A sync target (an `AgentLoop`, a sync function) runs in worker threads.
-Without `timeout` and `environment_factory`, `max_concurrent` long-lived threads
+Without `timeout` and `environment_factory`, up to `max_concurrent` long-lived threads
 (`runtime.WorkerThreads`, started without a handshake) each loop over the shared work,
 appending to the run store as they go, and the progress sink gets the new results from
-the event loop every `PROGRESS_INTERVAL` seconds; otherwise each sample is one hop from
-a worker task, so a sample can be timed out and get its environment.
+the event loop every `PROGRESS_INTERVAL` seconds. They start narrow (`_slots.SlotPool`):
+one thread, its results written in batches, until a call is seen waiting; then all of
+them. Otherwise each sample is one hop from a worker task, so a sample can be timed out
+and get its environment.
 
 **Store, fingerprint, resume.** With `store=`, the run is created with a `Fingerprint`
 (dataset sha256, experiments, evaluator and target names, the models of the target's and
