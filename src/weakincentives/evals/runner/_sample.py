@@ -168,6 +168,7 @@ def execute_function(
     clock: Clock = SYSTEM_CLOCK,
     inputs: RecordInputs | None = None,
     prices: PriceTable | None = None,
+    session_read: bool | None = None,
 ) -> SampleOutcome:
     """`execute_sample` for a `FunctionLoop`, without a session when nothing reads it.
 
@@ -177,9 +178,11 @@ def execute_function(
     gives (zero usage; as transcript, one assistant message holding a text output), and
     the outcome has no session nor response. That saves microseconds per sample, which
     a many-threaded run (every thread sharing the GIL) pays in throughput. Otherwise,
-    or for a subclass of `FunctionLoop`, this is `execute_sample`.
+    or for a subclass of `FunctionLoop`, this is `execute_sample`. `session_read` is
+    `session_is_read(loop, evaluator)` when the caller knows it already (it runs per
+    sample).
     """
-    if session_is_read(loop, evaluator):
+    if session_is_read(loop, evaluator) if session_read is None else session_read:
         return execute_sample(
             loop, evaluator, request, timeout=timeout, record_transcript=record_transcript,
             delivery_count=delivery_count, clock=clock, inputs=inputs, prices=prices,

@@ -71,6 +71,7 @@ from ._sample import (
     execute_sample,
     score_finished,
     score_output,
+    session_is_read,
 )
 
 __all__ = [
@@ -272,6 +273,7 @@ class _FunctionTarget(_LoopTarget):
     def __init__(self, loop: FunctionLoop[Any, Any], options: TargetOptions, identity: str) -> None:
         super().__init__(loop, options, identity)
         self._function_loop = loop
+        self._session_read = session_is_read(loop, options.scorer)  # decided once
 
     def _execute(self, request: EvalRequest[Any, Any], env: Environment | None) -> SampleOutcome:
         if env is not None or self._options.bundles is not None:
@@ -280,7 +282,7 @@ class _FunctionTarget(_LoopTarget):
         return execute_function(
             self._function_loop, opts.scorer, request, timeout=opts.timeout,
             record_transcript=opts.record_transcript, clock=opts.clock, inputs=opts.inputs,
-            prices=opts.prices,
+            prices=opts.prices, session_read=self._session_read,
         )  # fmt: skip
 
 
