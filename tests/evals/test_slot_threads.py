@@ -1,10 +1,11 @@
 """Sync targets on slot threads that start narrow (`runner._slots`).
 
-A run without timeout or environments runs sync samples on long-lived slot threads: one
-thread while the calls never wait (results written in batches), every slot as soon as a
-call is seen waiting. The tests that need the pool to stay narrow set the monitor's tick
-to 30 seconds (it then never checks during the run); the others use the real tick and
-targets that can only finish when several calls run at once.
+A run without environments runs sync samples on long-lived slot threads: one thread
+while the calls never wait (results written in batches), every slot as soon as a call is
+seen waiting; a call past its timeout is recorded as such and its thread replaced. The
+tests that need the pool to stay narrow set the monitor's tick to 30 seconds (it then
+never checks during the run); the others use the real tick and targets that can only
+finish when several calls run at once.
 """
 
 from __future__ import annotations
@@ -366,3 +367,117 @@ def test_cancelling_a_narrow_run_keeps_what_it_buffered(
     results = list(stored.iter_results())
     assert [r.sample_id for r in results] == [f"s{i}" for i in range(529)]
     assert all(r.passed for r in results)
+
+
+# -- timeouts -----------------------------------------------------------------------------------
+
+
+def test_a_timeout_is_kept_on_slot_threads_without_a_hop_per_sample(
+    monkeypatch: pytest.MonkeyPatch, pools: list[WorkerThreads]
+) -> None:
+    hops = {"n": 0}
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        hops["n"] += 1
+        return await run_sync(*args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    release = threading.Event()
+
+    def agent(text: str) -> str:
+        if text == "q1":
+            release.wait(SETTLE)  # stuck well past the timeout
+        return text.upper()
+
+    try:
+        report = run_eval(upper_samples(30), agent, exact_match, timeout=0.5, max_concurrent=3)
+    finally:
+        release.set()
+
+    by_id = {r.sample_id: r for r in report.results}
+    assert len(by_id) == 30 == report.total
+    assert by_id["s1"].error_kind == "timeout"
+    assert by_id["s1"].error == (
+        "TimeoutError: the sample did not finish within its timeout of 0.5s"
+    )
+    assert all(r.passed for r in report.results if r.sample_id != "s1")
+    assert hops["n"] == 1  # the run waited in one hop; the samples ran on slot threads
+    assert wait_until(lambda: pools[0].threads == 0)  # the stuck thread too, once released
+
+
+def test_a_timed_out_call_is_replaced_so_max_concurrent_samples_still_run() -> None:
+    # One slot is stuck in s0 past its timeout; two of the other samples can only run at
+    # once if the runner starts a slot in place of the abandoned one.
+    release = threading.Event()
+    lock = threading.Lock()
+    inside = {"now": 0, "peak": 0}
+
+    def agent(text: str) -> str:
+        if text == "q0":
+            release.wait(SETTLE)
+            return text.upper()
+        with lock:
+            inside["now"] += 1
+            inside["peak"] = max(inside["peak"], inside["now"])
+        threading.Event().wait(0.02)
+        with lock:
+            inside["now"] -= 1
+        return text.upper()
+
+    try:
+        report = run_eval(upper_samples(60), agent, exact_match, timeout=0.4, max_concurrent=2)
+    finally:
+        release.set()
+
+    assert report.total == 60
+    assert [r.sample_id for r in report.results if not r.passed] == ["s0"]
+    assert inside["peak"] == 2
+
+
+def test_a_late_result_of_a_timed_out_call_is_discarded(tmp_path: Path) -> None:
+    release, returned = threading.Event(), threading.Event()
+
+    def agent(text: str) -> str:
+        if text == "q2":
+            release.wait(SETTLE)
+            returned.set()
+        return text.upper()
+
+    try:
+        run_eval(
+            upper_samples(5), agent, exact_match, timeout=0.3, store=tmp_path, run_id="r",
+            max_concurrent=2,
+        )  # fmt: skip
+    finally:
+        release.set()
+    assert returned.wait(SETTLE)
+    threading.Event().wait(0.05)  # the abandoned thread has time to (wrongly) record it
+
+    results = list(RunStore(tmp_path).open("r").iter_results())
+    assert sorted(r.sample_id for r in results) == [f"s{i}" for i in range(5)]
+    assert next(r for r in results if r.sample_id == "s2").error_kind == "timeout"
+
+
+def test_timeouts_count_for_fail_fast(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def agent(text: str) -> str:
+        release.wait(SETTLE)
+        return text.upper()
+
+    try:
+        report = run_eval(
+            upper_samples(100), agent, exact_match, timeout=0.2, max_concurrent=10,
+            store=tmp_path, run_id="r",
+        )  # fmt: skip
+    finally:
+        release.set()
+
+    assert not report.complete
+    assert (
+        "the first 10 results all failed with the same error (timeout)"
+        in (report.config["stopped"])
+    )
+    assert 10 <= report.total < 100
+    assert RunStore(tmp_path).open("r").manifest.status == "interrupted"

@@ -21,13 +21,13 @@ O(concurrency) memory besides the results. Of the results, the report keeps what
   keeps them small).
 
 **Threads.** A sync target (an `AgentLoop`, a sync function) runs in worker threads.
-Without `timeout` and `environment_factory`, up to `max_concurrent` long-lived threads
+Without `environment_factory`, up to `max_concurrent` long-lived threads
 (`runtime.WorkerThreads`, started without a handshake) each loop over the shared work,
 appending to the run store as they go, and the progress sink gets the new results from
 the event loop every `PROGRESS_INTERVAL` seconds. They start narrow (`_slots.SlotPool`):
 one thread, its results written in batches, until a call is seen waiting; then all of
-them. Otherwise each sample is one hop from a worker task, so a sample can be timed out
-and get its environment.
+them. With environments, each sample is one hop from a worker task, so that it gets its
+environment (the factory may be async).
 
 **Store, fingerprint, resume.** With `store=`, the run is created with a `Fingerprint`
 (dataset sha256, experiments, evaluator and target names, the models of the target's and
@@ -48,8 +48,9 @@ after an interruption, pass its hash up front (`dataset_sha256=dataset_sha256(pa
 (a worker thread is abandoned; an async target is cancelled). Either way the result is an
 error of kind `timeout`, without environment state. Python cannot kill a thread: a
 sync agent that never returns keeps running in its thread, abandoned. With a timeout,
-sync samples run on threads the interpreter does not wait for at exit
-(`runtime.run_abandonable`), so the run ends and the process exits; the abandoned thread
+sync samples run on threads the interpreter does not wait for at exit (slot threads: a
+new one takes the place of one given up; with environments, `runtime.run_abandonable`),
+so the run ends and the process exits; the abandoned thread
 holds whatever it holds (a socket, a lock) until then. Give agents their own I/O
 timeouts too: an abandoned thread still uses a core while it spins.
 

@@ -53,6 +53,7 @@ __all__ = ["LocalRun", "error_result", "slim"]
 PROGRESS_INTERVAL = 0.1
 """Seconds between progress updates when samples run in long-lived threads."""
 
+_UNBOUNDED = 2**20  # slot threads plus the abandoned ones (see `runtime.run_abandonable`)
 _Work = Work  # what to run: sample, experiment, epoch
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -279,46 +280,40 @@ class LocalRun:
     def _blocking_call(self) -> Callable[[EvalRequest[Any, Any]], SampleOutcome] | None:
         """The target's blocking call, when whole samples can run in long-lived threads.
 
-        That needs a target that runs entirely in a thread, no per-sample timeout (a
-        timed-out sample abandons its thread) and no environments (their factory may
-        be async).
+        That needs a target that runs entirely in a thread and no environments (their
+        factory may be async). A timed-out sample abandons its slot thread (`SlotPool`).
         """
-        if self.settings.timeout is not None or self.environment_factory is not None:
+        if self.environment_factory is not None:
             return None
         return self.target.blocking
 
     async def _run_threads(self, call: Callable[[EvalRequest[Any, Any]], SampleOutcome]) -> None:
         """Up to `max_concurrent` long-lived threads, each looping over the shared work.
 
-        One thread start per slot, none per sample: the threads take requests, run
-        them and record the results themselves. The slots start narrow (`SlotPool`: one
-        thread until a call is seen to wait; its results written in batches). The event
-        loop only waits (in one helper thread, the pool's monitor) and, with a progress
-        sink, hands it the new results every `PROGRESS_INTERVAL` seconds, in order, from
-        the event loop's thread.
+        One thread start per slot, none per sample: the threads take requests, run and
+        record them (`SlotPool`: one thread until a call is seen to wait, timeouts). The
+        event loop only waits (in one helper thread, the pool's monitor) and, with a
+        progress sink, hands it the new results every `PROGRESS_INTERVAL` s, in order.
         """
-        work = self._work()
-        pool = WorkerThreads(self._slots(), name="wink-eval")
+        work, count, timeout = self._work(), self._slots(), self.settings.timeout
+        # With a timeout, room for the threads of calls given up besides the slots.
+        pool = WorkerThreads(count if timeout is None else _UNBOUNDED, name="wink-eval")
         context = contextvars.copy_context()
         slots: SlotPool
 
         def slot() -> None:
             self._thread_loop(call, work, slots, context)
 
-        slots = SlotPool(pool, slot)
+        slots = SlotPool(pool, slot, slots=count, timeout=timeout, on_timeout=self._timed_out)
         slots.start()
+        watch = functools.partial(slots.watch, lambda: self._stopped, self._buffer.flush)
         finished = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 if not isinstance(self.progress, NullProgress):
                     tg.start_soon(self._forward_progress, finished)
                 try:
-                    await anyio.to_thread.run_sync(
-                        slots.watch,
-                        lambda: self._stopped,
-                        self._buffer.flush,
-                        abandon_on_cancel=True,
-                    )
+                    await anyio.to_thread.run_sync(watch, abandon_on_cancel=True)
                 finally:
                     finished.set()
         finally:
@@ -349,15 +344,19 @@ class LocalRun:
         context: contextvars.Context,
     ) -> None:
         stop, capped, finished = self.fail_fast.see, self.max_cost is not None, slots.finished
-        keep = self._buffer.keep
+        keep, monotonic, timed = self._buffer.keep, self._clock.monotonic, self.settings.timeout
         try:
             while not self._stopped:
                 with self._pull_lock:  # a generator cannot be advanced by two threads at once
                     item = next(work, None)
                 if item is None:
                     return
+                request = self._request(item)
+                ticket = None if timed is None else slots.begin((request, monotonic()))
                 # Each sample in its own copy of the caller's context, like a to_thread call.
-                result = context.copy().run(call, self._request(item)).result
+                result = context.copy().run(call, request).result
+                if ticket is not None and not slots.end(ticket):
+                    return  # timed out: recorded as such; this thread is given up
                 finished()
                 if self._stopped:
                     return  # cancelled meanwhile: the late result is discarded
@@ -370,6 +369,17 @@ class LocalRun:
             if self._failure is None:
                 self._failure = exc
             self._stopped = True
+
+    def _timed_out(self, call: tuple[EvalRequest[Any, Any], float]) -> None:
+        """Record the timeout of a slot thread's call (on the slot pool's monitor)."""
+        result = self._timeout_result(*call)
+        self._buffer.keep(result, True)
+        self._stopped = self.fail_fast.see(result) or self._stopped
+
+    def _timeout_result(self, request: EvalRequest[Any, Any], start: float) -> EvalResult:
+        latency, timeout = (self._clock.monotonic() - start) * 1000.0, self.settings.timeout
+        message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
+        return error_result(request, message, "timeout", latency, self.inputs)
 
     def _write(self, results: list[EvalResult]) -> None:
         """Record `results` with one write; queue them for the progress sink."""
@@ -444,13 +454,10 @@ class LocalRun:
         timeout = self.settings.timeout
         if timeout is None:
             return await self._attempt(request, limiter)
-        clock = self._clock
-        start = clock.monotonic()
+        start = self._clock.monotonic()
         with anyio.move_on_after(timeout):
             return await self._attempt(request, limiter)
-        latency = (clock.monotonic() - start) * 1000.0
-        message = f"TimeoutError: the sample did not finish within its timeout of {timeout:g}s"
-        return error_result(request, message, "timeout", latency, self.inputs)
+        return self._timeout_result(request, start)
 
     async def _attempt(
         self, request: EvalRequest[Any, Any], limiter: anyio.CapacityLimiter

@@ -1,7 +1,7 @@
 """Slot threads that start narrow: one thread until a sample's call is seen to block.
 
 `LocalRun` runs whole samples as blocking calls on long-lived slot threads when a run has
-neither timeout nor environments (see `LocalRun._run_threads`). Python threads share one
+no environments (see `LocalRun._run_threads`). Python threads share one
 GIL: for a target that never waits (an instant task function, a sync agent on a fast
 model) more threads only add switches between them, and ten threads doing instant
 samples cost about twice as much per sample as one. For a target that waits (a model
@@ -23,6 +23,12 @@ whatever is buffered when the monitor ticks): one store write per batch instead 
 per sample. A wide pool's threads write each result as it finishes, as their calls take
 long enough for a write per sample not to matter.
 
+With a per-sample timeout, the monitor also watches each call's deadline (waking for the
+soonest): a call past it is recorded as timed out, its thread is given up (Python cannot
+stop it; its late result is discarded) and a new slot thread takes its place. The pool's
+threads are not waited for at interpreter exit (`WorkerThreads`): a hung call does not
+keep the process alive.
+
 The monitor reads the thread's state from `/proc/self/task/<id>/stat` (Linux), and only
 on a tick that saw no progress. Where there is no such file, it measures the thread's CPU
 time over the tick (`time.pthread_getcpuclockid`): under half the tick counts as a wait;
@@ -31,11 +37,12 @@ where neither is available, any stalled tick does.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from weakincentives.runtime.threads import WorkerThreads
 
@@ -111,10 +118,20 @@ def sleeps_in_kernel(stat: str) -> bool | None:
 class SlotPool:
     """Runs `task` on one slot thread, then on every slot once a call is seen to wait.
 
+    With a `timeout`, the slot threads note each call with `begin` and `end`; the
+    monitor gives up a call past its deadline: `on_timeout` records it, the thread is
+    abandoned (its call's late result is discarded, see `end`) and a new slot thread
+    takes its place, so `slots` calls still run at once.
+
     Args:
-        pool: The threads (its `max_workers` is the number of slots).
+        pool: The threads.
         task: What each slot thread runs: a loop over the run's work that calls
-            `finished()` after every sample.
+            `finished()` after every sample (and `begin`/`end` around each call, with a
+            timeout).
+        slots: Slot threads at most (`pool.max_workers` if None; with a timeout, the
+            pool needs room for the abandoned threads too).
+        timeout: Seconds a call may take (None: no limit).
+        on_timeout: Called on the monitor's thread with the `info` of each call given up.
         tick: How often the monitor checks while narrow (seconds; `STALL_TICK` if None).
         now: The monitor's clock: real (monotonic) time, as the threads it watches run
             in it.
@@ -125,6 +142,9 @@ class SlotPool:
         pool: WorkerThreads,
         task: Callable[[], None],
         *,
+        slots: int | None = None,
+        timeout: float | None = None,
+        on_timeout: Callable[[Any], None] | None = None,
         tick: float | None = None,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -132,7 +152,14 @@ class SlotPool:
         self._now = now
         self._task = task
         self._tick = STALL_TICK if tick is None else tick
-        self._slots = pool.max_workers
+        self._slots = pool.max_workers if slots is None else slots
+        self._timeout = timeout
+        self._on_timeout = on_timeout
+        self._running = 0  # slot loops started, neither finished nor abandoned
+        self._cond = threading.Condition()
+        self._calls: dict[int, tuple[float, Any]] = {}  # in flight: deadline, info
+        self._tickets = itertools.count()
+        self._local = threading.local()  # `abandoned`, per slot thread
         self._done = 0  # samples finished, counted by the narrow thread (one writer)
         self._started = threading.Event()
         self._cpu_clock: int | None = None
@@ -142,7 +169,7 @@ class SlotPool:
 
     def start(self) -> None:
         """Start the first slot thread."""
-        self._pool.submit(self._first)
+        self._add(1, self._first)
 
     def finished(self) -> None:
         """Count one finished sample (called by the slot threads)."""
@@ -151,8 +178,29 @@ class SlotPool:
     def widen(self) -> None:
         """Start the other slots (called by the monitor, once)."""
         self.wide = True
-        for _ in range(self._slots - 1):
-            self._pool.submit(self._task)
+        self._add(self._slots - 1, self._slot)
+
+    def begin(self, info: Any) -> int:
+        """Note that the calling slot thread starts a call; returns its ticket for `end`.
+
+        `info` is what `on_timeout` gets if the call is given up.
+        """
+        assert self._timeout is not None
+        ticket = next(self._tickets)
+        self._calls[ticket] = (self._now() + self._timeout, info)
+        return ticket
+
+    def end(self, ticket: int) -> bool:
+        """Whether the call of `ticket` ended in time.
+
+        False when the monitor gave it up meanwhile: its timeout is recorded, another
+        slot thread runs in its place, and the caller (this thread's slot loop) must
+        discard the result and return.
+        """
+        if self._calls.pop(ticket, None) is not None:  # atomic: the monitor pops too
+            return True
+        self._local.abandoned = True
+        return False
 
     def watch(self, stopped: Callable[[], bool], flush: Callable[[], None]) -> None:
         """Wait for the slots to finish, widening the pool when its thread waits.
@@ -160,14 +208,22 @@ class SlotPool:
         Runs on a helper thread. Returns when every slot has finished, or soon after
         `stopped()` turns true (a hung call must not keep this thread). While narrow,
         calls `flush()` every tick: the narrow thread's buffered results are written
-        within a tick however long its next call takes.
+        within a tick however long its next call takes. With a timeout, it gives up the
+        calls past their deadline as it finds them, waking for the soonest.
         """
-        pool, tick, now = self._pool, self._tick, self._now
+        tick, now = self._tick, self._now
         last, idle = 0, 0
         then: tuple[float, float] | None = None  # wall and CPU time at the last tick
-        while not self.wide:
-            if pool.join(timeout=tick) or stopped():
+        while True:
+            wait = WIDE_POLL if self.wide else tick
+            if self._timeout is not None:
+                soonest = self._expire()
+                if soonest is not None:
+                    wait = min(wait, max(soonest - now(), 0.0))
+            if self._join(wait) or stopped():
                 return
+            if self.wide:
+                continue
             flush()
             if not self._started.is_set():
                 continue  # the thread is not running yet: nothing to judge
@@ -182,8 +238,40 @@ class SlotPool:
                 if stalled(idle, sleeps_in_kernel(self._stat), share):
                     self.widen()
             then = None if cpu is None else (wall, cpu)
-        while not pool.join(timeout=WIDE_POLL) and not stopped():
-            pass
+
+    def _expire(self) -> float | None:
+        """Give up the calls past their deadline; return the soonest deadline left."""
+        now, soonest = self._now(), None
+        for ticket, (deadline, info) in list(self._calls.items()):
+            if deadline > now:
+                soonest = deadline if soonest is None else min(soonest, deadline)
+            elif self._calls.pop(ticket, None) is not None:  # not ended meanwhile
+                assert self._on_timeout is not None
+                self._on_timeout(info)
+                self._pool.submit(self._slot)  # in place of the abandoned one
+        return soonest
+
+    def _join(self, wait: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._running == 0, wait)
+
+    def _add(self, n: int, slot: Callable[[], None]) -> None:
+        with self._cond:
+            self._running += n
+        for _ in range(n):
+            self._pool.submit(slot)
+
+    def _slot(self) -> None:
+        local = self._local
+        local.abandoned = False
+        try:
+            self._task()
+        finally:
+            if not local.abandoned:  # an abandoned slot's count went to its successor
+                with self._cond:
+                    self._running -= 1
+                    if self._running == 0:
+                        self._cond.notify_all()
 
     def _first(self) -> None:
         clock = getattr(time, "pthread_getcpuclockid", None)
@@ -191,7 +279,7 @@ class SlotPool:
             self._cpu_clock = clock(threading.get_ident())
         self._stat = f"/proc/self/task/{threading.get_native_id()}/stat"
         self._started.set()
-        self._task()
+        self._slot()
 
     def _cpu_time(self) -> float | None:
         clock = self._cpu_clock

@@ -8,10 +8,10 @@ same way whatever the target:
 - a sync function is wrapped in a `FunctionLoop` and runs the same way; when nothing
   reads the run's session (the function takes none, the evaluator is plain, no
   environment), `execute_function` calls it without making one;
-- both also offer `blocking`, the whole sample as one blocking call: when a run has
-  neither timeout nor environments, `LocalRun` starts up to `max_concurrent` long-lived
-  threads that each loop over the shared work with it (one thread start per worker, no
-  hop per sample; one thread until a call waits, see `_slots`);
+- both also offer `blocking`, the whole sample as one blocking call: when a run has no
+  environments, `LocalRun` starts up to `max_concurrent` long-lived threads that each
+  loop over the shared work with it (one thread start per worker, no hop per sample;
+  one thread until a call waits, timeouts: see `_slots`);
 - an `AgentLoop` whose adapter is async (`loop.is_async`: `OpenAIAdapter`, a
   `FunctionAdapter` around an `async def` model) is awaited on the event loop through
   `loop.aexecute`: a sample in flight is a task, not a thread;
