@@ -259,7 +259,7 @@ def test_each_call_runs_in_its_own_copy_of_the_callers_context(narrow: None) -> 
 
 @pytest.mark.parametrize("tells", ["thread state", "cpu time", "nothing"])
 def test_calls_that_wait_all_run_at_once(
-    pools: list[WorkerThreads], monkeypatch: pytest.MonkeyPatch, tells: str
+    pools: list[WorkerThreads], monkeypatch: pytest.MonkeyPatch, tells: str, tmp_path: Path
 ) -> None:
     # However the monitor tells a wait (see `stalled`): the thread's state (Linux), its
     # CPU time, or nothing at all (any stall widens).
@@ -281,11 +281,16 @@ def test_calls_that_wait_all_run_at_once(
         return text.upper()
 
     var.set("caller")
-    report = run_eval(upper_samples(12), agent, exact_match, max_concurrent=4)
+    seen: list[str] = []
+    report = run_eval(
+        upper_samples(12), agent, exact_match, max_concurrent=4, store=tmp_path,
+        progress=lambda result: seen.append(result.sample_id),
+    )  # fmt: skip
 
     assert report.pass_rate == 1.0, [r.error for r in report.results if r.error]
     assert len(threads) == 4
     assert entered == ["caller"] * 12
+    assert seen == [r.sample_id for r in report.results]  # the sink sees the store's order
     assert wait_until(lambda: pools[0].threads == 0)  # every slot thread has exited
 
 
