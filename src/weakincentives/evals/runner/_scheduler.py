@@ -40,6 +40,7 @@ from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, 
 from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
+from ._fanout import fan_out
 from ._git_dirty import GitDirty
 from ._progress import NullProgress, ProgressSink
 from ._sample import NO_USAGE, SampleOutcome
@@ -226,13 +227,11 @@ class LocalRun:
                 target.start, self._request, self._complete_all, self.fail_fast, slots
             )
         async with anyio.create_task_group() as tg:
-            for _ in range(slots):
-                if deferred is None:
-                    tg.start_soon(self._worker, work, limiter)
-                else:
-                    tg.start_soon(deferred.worker, work)
+            run = functools.partial(self._worker, work, limiter)
             if deferred is not None:
                 tg.start_soon(deferred.finisher)
+                run = functools.partial(deferred.worker, work)
+            await fan_out(run, slots, tg)
 
     def _slots(self) -> int:
         """Workers to start: `max_concurrent`, or fewer when less work than that is left."""
