@@ -21,8 +21,7 @@ import pytest
 from tests.debug.test_viewer_index import result, write
 from weakincentives.clock import FakeClock
 from weakincentives.debug import ViewerData
-from weakincentives.debug import _viewer_charts as viewer_charts
-from weakincentives.debug._viewer_schema import TALLY
+from weakincentives.debug._viewer_schema import FAILED_SQL, TALLY
 from weakincentives.debug._viewer_stats import experiment_columns
 from weakincentives.evals import EvalResult, Fingerprint, Metric, RunStore, Score, summarize
 from weakincentives.runtime.session import TokenUsage
@@ -101,7 +100,7 @@ def test_gathered_values_equal_what_sql_reads(tmp_path: Path, epochs: int) -> No
                 assert [type(v) for v in mine] == [type(v) for v in sql], field.name
             assert mine == sql, field.name
     assert sorted(gathered.tally, key=repr) == sorted(data.index.query(TALLY, ("gen",)), key=repr)
-    assert gathered.failed == data.index.query(viewer_charts._FAILED_SQL, ("gen",))
+    assert gathered.failed == data.index.query(FAILED_SQL, ("gen",))
     assert any(row[-1] and ", " in row[-1] for row in gathered.failed)  # several failed checks
 
 

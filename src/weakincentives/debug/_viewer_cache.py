@@ -83,7 +83,7 @@ def open_run_index(
         if cached is not None:
             return cached
     index = ResultIndex()
-    run = index.add_run(run_dir)
+    run = index.add_run(run_dir, defer=True)  # answered from memory while SQLite loads
     if loaded is not None:
         loaded(index, run)
     if signature is not None:

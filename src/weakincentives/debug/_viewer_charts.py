@@ -33,6 +33,15 @@ from ._figures import (
 )
 from ._svg import BarChart, Format, Mark
 from ._viewer_columns import ExperimentColumns, Gathered
+from ._viewer_schema import (
+    ATTEMPTS_SQL,
+    EPOCHS_SQL,
+    FAILED_SQL,
+    METRIC_ROWS_SQL,
+    METRIC_SQL,
+    SLICE_ROWS_SQL,
+    SLICE_SQL,
+)
 
 __all__ = [
     "MAX_SLICE_VALUES",
@@ -52,38 +61,6 @@ __all__ = [
 MAX_SLICE_VALUES = 20
 """A metadata key is offered for slicing when it takes 2 to this many values."""
 
-_SLICE_SQL = """
-SELECT m.value, r.experiment, count(*), sum(r.status = 'passed'), count(DISTINCT r.sample_id)
-FROM results r JOIN meta m ON m.result_id = r.id
-WHERE r.run_id = ? AND m.key = ? GROUP BY m.value, r.experiment ORDER BY m.value, min(r.id)
-"""
-_SLICE_ROWS_SQL = """
-SELECT r.status = 'passed', r.sample_id FROM results r JOIN meta m ON m.result_id = r.id
-WHERE r.run_id = ? AND m.key = ? AND m.value = ? AND r.experiment = ? ORDER BY r.id
-"""
-_METRIC_SQL = """
-SELECT x.name, r.experiment, count(*), sum(x.value), count(DISTINCT r.sample_id),
-    sum(x.value IN (0, 1)), min(x.value) >= 0 AND max(x.value) <= 1
-FROM results r JOIN metrics x ON x.result_id = r.id
-WHERE r.run_id = ? GROUP BY x.name, r.experiment ORDER BY min(r.id)
-"""
-_METRIC_ROWS_SQL = """
-SELECT x.value, r.sample_id FROM results r JOIN metrics x ON x.result_id = r.id
-WHERE r.run_id = ? AND x.name = ? AND r.experiment = ? ORDER BY r.id
-"""
-_EPOCHS_SQL = "SELECT count(DISTINCT epoch) FROM results WHERE run_id = ?"
-_ATTEMPTS_SQL = """
-SELECT experiment, sample_id, count(*), sum(status = 'passed') FROM results
-WHERE run_id = ? GROUP BY experiment, sample_id ORDER BY min(id)
-"""
-# The checks a failed result failed: top-level metrics in [0, 0.5) (`failure_key`'s rule).
-_FAILED_SQL = """
-SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason,
-    (SELECT group_concat(name, ', ') FROM (SELECT x.name FROM metrics x
-     WHERE x.result_id = r.id AND instr(x.name, '.') = 0 AND x.value >= 0 AND x.value < 0.5
-     ORDER BY x.name))
-FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
-"""
 _OUTCOMES_SQL = """
 SELECT m.value, r.sample_id, r.epoch, r.status, r.score FROM results r
 JOIN meta m ON m.result_id = r.id
@@ -142,7 +119,7 @@ def whole_run_charts(
 ) -> IndexCharts:
     """`index_charts` without the per-slice chart (which depends on the key chosen).
 
-    The failed results `gathered` while the run was read (the rows of `_FAILED_SQL`)
+    The failed results `gathered` while the run was read (the rows of `FAILED_SQL`)
     are not asked of SQL again.
     """
     return IndexCharts(
@@ -203,11 +180,11 @@ def _float(value: Any) -> float | None:
 
 def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
     rates = []
-    for name, experiment, n, total, samples, binary, unit in index.query(_METRIC_SQL, (run_id,)):
+    for name, experiment, n, total, samples, binary, unit in index.query(METRIC_SQL, (run_id,)):
         if binary == n and samples == n:  # what `estimate` does for such values
             found = estimate_counts(int(total), n)
         else:
-            rows = index.query(_METRIC_ROWS_SQL, (run_id, name, experiment))
+            rows = index.query(METRIC_ROWS_SQL, (run_id, name, experiment))
             found = estimate([v for v, _ in rows], [c for _, c in rows])
         rates.append(CheckRate(name, experiment, found, n, bool(unit)))
     return check_rates_chart(rates)
@@ -216,11 +193,11 @@ def _check_chart(index: Queryable, run_id: str) -> BarChart | None:
 def slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
     """Pass rate per value of metadata `key` and experiment, with intervals."""
     marks = []
-    for value, experiment, n, passes, samples in index.query(_SLICE_SQL, (run_id, key)):
+    for value, experiment, n, passes, samples in index.query(SLICE_SQL, (run_id, key)):
         if samples == n:  # what `estimate` does for 0/1 values of distinct samples
             rate, low, high = estimate_counts(passes, n)
         else:
-            rows = index.query(_SLICE_ROWS_SQL, (run_id, key, value, experiment))
+            rows = index.query(SLICE_ROWS_SQL, (run_id, key, value, experiment))
             rate, low, high = estimate([float(p) for p, _ in rows], [c for _, c in rows])
         marks.append(Mark(label=value, series=experiment, value=rate, low=low, high=high, n=n))
     chart = BarChart(
@@ -234,12 +211,12 @@ def slice_chart(index: Queryable, run_id: str, key: str) -> BarChart:
 
 
 def _epoch_charts(index: Queryable, run_id: str) -> list[Chart]:
-    ((epochs,),) = index.query(_EPOCHS_SQL, (run_id,))
+    ((epochs,),) = index.query(EPOCHS_SQL, (run_id,))
     if epochs < 2:  # one attempt per sample: no pass@k, nothing flaky
         return []
     attempts: dict[str, list[tuple[int, int]]] = {}
     flaky = []
-    for experiment, sample, n, passes in index.query(_ATTEMPTS_SQL, (run_id,)):
+    for experiment, sample, n, passes in index.query(ATTEMPTS_SQL, (run_id,)):
         attempts.setdefault(experiment, []).append((n, passes))
         if 0 < passes < n:
             flaky.append((experiment, sample, n, passes))
@@ -289,7 +266,7 @@ def _failures(
     index: Queryable, run_id: str, gathered: list[tuple[Any, ...]] | None
 ) -> dict[str, Any]:
     items = []
-    found = index.query(_FAILED_SQL, (run_id,)) if gathered is None else gathered
+    found = index.query(FAILED_SQL, (run_id,)) if gathered is None else gathered
     for rid, experiment, sample, epoch, error, kind, reason, failing in found:
         if error is None and failing:  # `failure_key` of these checks, found by SQL
             key = f"failed check: {failing}"

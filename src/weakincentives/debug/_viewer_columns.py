@@ -74,7 +74,7 @@ class Gathered:
     tally: list[TallyRow]
     """The rows `_viewer_schema.TALLY` gives (in no particular order)."""
     failed: list[tuple[Any, ...]]
-    """The rows `_viewer_charts._FAILED_SQL` gives (the results that did not pass)."""
+    """The rows `_viewer_schema.FAILED_SQL` gives (the results that did not pass)."""
 
 
 # Positions in a `results` row (`_viewer_schema.RESULT_COLUMNS`).

@@ -46,9 +46,10 @@ from weakincentives.errors import SerdeError, ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._query_cache import load_cache, store_cache
-from ._run_loader import delete_superseded, prepare
-from ._run_schema import KEY
+from ._run_loader import prepare
 from ._viewer_columns import Gathered
+from ._viewer_early import MAX_EARLY_ROWS, EarlyRun
+from ._viewer_lines import DecodedBatch
 from ._viewer_load import Load
 from ._viewer_schema import (
     INDEXES,
@@ -60,6 +61,7 @@ from ._viewer_schema import (
     SCHEMA,
     TALLY,
     json_text,
+    result_row,
 )
 from ._viewer_search import SearchBuilder
 from ._viewer_split import read_batches
@@ -77,6 +79,8 @@ __all__ = ["IndexReader", "ResultIndex"]
 
 _log = logging.getLogger(__name__)
 _MAX_FACET_VALUES = 50
+_LOCATION = (2, 3, 4, 18, 19)
+"""Positions of sample id, experiment, epoch, line and offset in a `results` row."""
 
 
 def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
@@ -88,6 +92,16 @@ def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
     if not isinstance(data, dict):
         return None
     return data.get("sample_id"), data.get("experiment_name"), data.get("epoch", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A run read with `add_run(defer=True)`, its batches not yet in SQLite."""
+
+    load: Load
+    batches: list[DecodedBatch]
+    run_id: str
+    id_base: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +138,17 @@ class ResultIndex:
         self._search: SearchBuilder | None = None
         self._cache: tuple[Path, str] | None = None
         self._gathered: dict[str, Gathered] = {}
+        # A run read but not yet in SQLite (`add_run(defer=True)`), answered early
+        # meanwhile; `_loaded` is set while SQLite holds every run read.
+        self._pending: _Pending | None = None
+        self._early: EarlyRun | None = None
+        self._loaded = threading.Event()
+        self._loaded.set()
+        self._loading = threading.Lock()
+        self._load_error: ViewerError | None = None
+        self._background = False
+        self._flags = threading.Lock()
+        self._loader_started = False
 
     @classmethod
     def from_cache(cls, run_dir: Path, path: Path, signature: str) -> ResultIndex | None:
@@ -175,19 +200,25 @@ class ResultIndex:
 
     # -- building ------------------------------------------------------------------------
 
-    def add_run(self, run_dir: Path, *, run_id: str | None = None) -> IndexedRun:
+    def add_run(
+        self, run_dir: Path, *, run_id: str | None = None, defer: bool = False
+    ) -> IndexedRun:
         """Index `run_dir/results.jsonl` under `run_id` (default: the directory name).
+
+        With `defer`, the first run added may be kept in memory, answered from there
+        (`_viewer_early.py`), and put into SQLite by `finish()` on a background thread.
 
         Raises:
             ViewerError: the index is finished, the id is taken, or the file is unreadable.
         """
         run_id = run_id or run_dir.name
+        self._load()  # a run read before this one goes into SQLite first
         with self._lock:
             if self._finished:
                 raise ViewerError("the index is finished; build a new one to add runs")
             if run_id in self._runs:
                 raise ViewerError(f"two runs are called {run_id!r}; show them one at a time")
-            run = self._add_run(run_dir, run_id)
+            run = self._add_run(run_dir, run_id, defer=defer and not self._runs)
             self._runs[run_id] = run
             return run
 
@@ -198,30 +229,105 @@ class ResultIndex:
         a background thread (see `SearchBuilder`), or before this returns with
         `search_in_background=False`. With `defer=True` the thread waits for
         `start_background()` (the viewer calls it once the first page is served, so the
-        two do not compete for the CPU); a search starts it too.
+        two do not compete for the CPU); a search starts it too. A run kept in memory
+        (`add_run(defer=True)`) is put into SQLite first, on a background thread of its
+        own unless `search_in_background=False`; what needs SQL waits for it.
         """
         with self._lock:
             if self._finished:
                 return
-            self._db.executescript(INDEXES)
-            self._db.execute("PRAGMA query_only = ON")
             self._finished = True
-            sources = [
-                (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
-                for run in self._runs.values()
-            ]
+        if not defer:
+            self._background = True
+        if self._pending is not None and search_in_background:
+            if self._background:
+                self._start_loader()
+            return  # the run goes into SQLite with the rest, or when SQL is needed (`_sql`)
+        self._load()
+        if self._background and self._search is not None:
+            self._search.start()
+        if not search_in_background:
+            self._sql()
+            assert self._search is not None  # made by `_load` once finished
+            self._search.run()
+
+    def _load(self) -> None:
+        """Put the run kept in memory into SQLite; once finished, the first indexes.
+
+        Runs once for each (later calls find it done); a failure is kept for every
+        request that needs SQL (`_sql`).
+        """
+        with self._loading:
+            pending, self._pending = self._pending, None
+            try:
+                with self._lock:
+                    if pending is not None:
+                        self._insert(pending)
+                    if self._finished and self._search is None:
+                        self._finish_sql()
+            except Exception as exc:  # reported to every request that needs SQL
+                where = pending.load.path if pending is not None else "the runs"
+                self._load_error = ViewerError(f"cannot index {where}: {exc!r}")
+                _log.warning("%s", self._load_error)
+            finally:
+                self._early = None  # SQLite answers everything now
+                self._loaded.set()
+        if self._background and self._search is not None:
+            self._search.start()
+
+    def _insert(self, pending: _Pending) -> None:
+        """Insert a run read with `add_run(defer=True)` (its rows are the index's)."""
+        self._db.execute("BEGIN")
+        try:
+            for batch in pending.batches:
+                pending.load.insert(batch)
+            pending.load.complete(pending.run_id, pending.id_base)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _finish_sql(self) -> None:
+        """The first page's indexes, read-only, and the builder of the rest (locked)."""
+        self._db.executescript(INDEXES)
+        self._db.execute("PRAGMA query_only = ON")
+        sources = [
+            (run.path / RESULTS_FILE, self._id_bases[run.run_id], run.run_id)
+            for run in self._runs.values()
+        ]
         self._search = SearchBuilder(
             self._db, self._lock, sources, then=LATER_INDEXES, after=self._save_cache
         )
-        if not search_in_background:
-            self._search.run()
-        elif not defer:
-            self._search.start()
+
+    def _sql(self) -> None:
+        """Wait until SQLite holds every run read (see `finish`).
+
+        Raises:
+            ViewerError: a run could not be put into SQLite.
+        """
+        if not self._loaded.is_set():
+            self._load()  # before `finish()`, or beside its thread: whoever comes first
+            self._loaded.wait()
+        if self._load_error is not None:
+            raise ViewerError(str(self._load_error)) from self._load_error
 
     def start_background(self) -> None:
-        """Start building the rest of the index (see `finish`), if it has not started."""
+        """Start building the rest of the index (see `finish`), if it has not started.
+
+        A run kept in memory goes into SQLite first (on a thread of its own).
+        """
+        self._background = True  # for `finish` and `_load`, when there is no builder yet
         if self._search is not None:
             self._search.start()
+        elif self._finished and self._pending is not None:
+            self._start_loader()
+
+    def _start_loader(self) -> None:
+        """Start `_load` on a thread of its own, unless it was started."""
+        with self._flags:
+            started, self._loader_started = self._loader_started, True
+        if not started:
+            threading.Thread(target=self._load, name="wink-debug-load", daemon=True).start()
 
     def wait_for_search(self, timeout: float | None = None) -> None:
         """Wait until the full-text index is built (searches do this themselves).
@@ -230,40 +336,22 @@ class ResultIndex:
             ViewerError: the index is not finished, the text could not be indexed, or
                 `timeout` passed first.
         """
-        if self._search is None:
+        if not self._finished:
             raise ViewerError("the index is not finished; call finish() first")
+        self._sql()
+        assert self._search is not None  # made by `_load` once finished
         self._search.start()
         self._search.wait(timeout)
 
-    def _add_run(self, run_dir: Path, run_id: str) -> IndexedRun:
+    def _add_run(self, run_dir: Path, run_id: str, *, defer: bool) -> IndexedRun:
         path = run_dir / RESULTS_FILE
         id_base = self._id_bases[run_id] = self._next_id - 1
         load = Load(self._db, path, {"run_id": run_id, "id_base": id_base})
         self._db.execute("BEGIN")
         try:
-            for batch in read_batches(path, id_base=id_base, run_id=run_id):
-                load.insert(batch)
-            gone: list[int] = []
-            if len(load.keys) < load.found:  # a key was written twice: its last line wins
-                load.columns.drop()
-                gone = delete_superseded(
-                    self._db, "results", KEY, where="run_id = ?", params=(run_id,)
-                )
-            for table in ("meta", "metrics"):
-                self._db.executemany(
-                    f"DELETE FROM {table} WHERE result_id = ?", ((g,) for g in gone)
-                )
-            (results,) = self._db.execute(
-                "SELECT count(*) FROM results WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            info: dict[str, Any] = {
-                "run_id": run_id, "results": results, "lines": load.lines,
-                "skipped": load.skipped, "skipped_count": load.skipped_count,
-            }  # fmt: skip
-            self._db.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                (run_id, id_base + 1, load.last_line, json.dumps(info)),
-            )
+            batches = read_batches(path, id_base=id_base, run_id=run_id)
+            kept = load.read(batches, keep=MAX_EARLY_ROWS if defer else 0)
+            info = load.complete(run_id, id_base) if kept is None else load.info(run_id, load.found)
             self._db.execute("COMMIT")
         except OSError as exc:
             self._db.execute("ROLLBACK")
@@ -271,12 +359,15 @@ class ResultIndex:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
-        # A later line for the same key superseded the rows in `gone`: the search builder
-        # indexes only the lines still in `results`.
-        self._ids[run_id] = (self._next_id, self._next_id + load.last_line - 1)
+        first, last = self._ids[run_id] = (self._next_id, self._next_id + load.last_line - 1)
         gathered = load.columns.result()
         if gathered is not None:
             self._gathered[run_id] = gathered
+        if kept is not None:  # every row read is the index's: nothing was dropped
+            assert gathered is not None
+            self._pending = _Pending(load, kept, run_id, id_base)
+            self._early = EarlyRun(run_id, (first, last), kept, gathered)
+            self._loaded.clear()
         self._next_id += load.last_line
         if load.skipped_count:
             _log.warning("%s: skipped %d unreadable lines", path, load.skipped_count)
@@ -286,13 +377,13 @@ class ResultIndex:
 
     def runs(self) -> tuple[IndexedRun, ...]:
         """The indexed runs, in the order they were added."""
-        with self._lock:
-            return tuple(self._runs.values())
+        # Without the lock, which a run being put into SQLite holds for a while: runs
+        # are added before the index is finished, and a copy of a dict is atomic.
+        return tuple(self._runs.values())
 
     def run(self, run_id: str) -> IndexedRun | None:
         """The indexed run called `run_id`, if any."""
-        with self._lock:
-            return self._runs.get(run_id)
+        return self._runs.get(run_id)
 
     def page(
         self,
@@ -312,6 +403,11 @@ class ResultIndex:
         column = SORT_KEYS.get(sort)
         if column is None:
             raise ViewerError(f"cannot sort by {sort!r}; sort by one of {', '.join(SORT_KEYS)}")
+        early = self._early_run(run_id)
+        if early is not None:
+            found = early.page(flt, sort=sort, descending=descending, offset=offset, limit=limit)
+            if found is not None:
+                return found
         where, params = where_clause(run_id, flt)
         if flt.search.strip():
             self.wait_for_search()
@@ -320,28 +416,55 @@ class ResultIndex:
             f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE {where} "
             f"ORDER BY {column} {direction}, id {direction} LIMIT ? OFFSET ?"
         )
+        self._sql()
         with self._lock:
             (total,) = self._db.execute(
                 f"SELECT count(*) FROM results WHERE {where}", params
             ).fetchone()
-            found = self._db.execute(sql, [*params, limit, offset]).fetchall()
-        return ResultPage(total=total, offset=offset, limit=limit, rows=tuple(map(_to_row, found)))
+            rows = self._db.execute(sql, [*params, limit, offset]).fetchall()
+        return ResultPage(
+            total=total, offset=offset, limit=limit, rows=tuple(map(result_row, rows))
+        )
 
     def get(self, run_id: str, result_id: int) -> ResultRow | None:
         """The row of result `result_id` of run `run_id`, if there is one."""
+        early = self._early_run(run_id)
+        if early is not None:
+            return early.get(result_id)
         sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE id = ? AND run_id = ?"
-        with self._lock:
-            found = self._db.execute(sql, (result_id, run_id)).fetchone()
-        return None if found is None else _to_row(found)
+        found = self._fetch(sql, (result_id, run_id))
+        return result_row(found[0]) if found else None
 
     def siblings(self, run_id: str, sample_id: str) -> tuple[ResultRow, ...]:
         """Every result of `sample_id` in the run (all experiments and epochs)."""
+        early = self._early_run(run_id)
+        if early is not None:
+            return early.siblings(sample_id)
         sql = (
             f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? AND sample_id = ? "
             "ORDER BY experiment, epoch"
         )
+        return tuple(map(result_row, self._fetch(sql, (run_id, sample_id))))
+
+    def in_memory(self, run_id: str) -> bool:
+        """Whether run `run_id` is answered from memory while SQLite loads it (`finish`)."""
+        return self._early_run(run_id) is not None
+
+    def _early_run(self, run_id: str) -> EarlyRun | None:
+        """The run kept in memory while SQLite loads it, if it is `run_id`."""
+        early = self._early
+        return early if early is not None and early.run_id == run_id else None
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of `sql`: from the run kept in memory when it answers it, else SQLite."""
+        early = self._early
+        if early is not None:
+            found = early.answer(sql, params)
+            if found is not None:
+                return found
+        self._sql()
         with self._lock:
-            return tuple(map(_to_row, self._db.execute(sql, (run_id, sample_id)).fetchall()))
+            return self._db.execute(sql, params).fetchall()
 
     def read(self, run_id: str, result_id: int) -> EvalResult | None:
         """Read result `result_id` back from its run's file and validate it in full.
@@ -371,16 +494,20 @@ class ResultIndex:
         return result
 
     def _locate(self, run_id: str, result_id: int) -> _Located | None:
-        sql = (
-            "SELECT sample_id, experiment, epoch, line, offset FROM results "
-            "WHERE id = ? AND run_id = ?"
-        )
-        with self._lock:
-            found = self._db.execute(sql, (result_id, run_id)).fetchone()
-            run = self._runs.get(run_id)
-        if found is None or run is None:
+        run = self._runs.get(run_id)
+        early = self._early_run(run_id)
+        if early is not None:
+            row = early.row(result_id)
+            found = None if row is None else [tuple(row[i] for i in _LOCATION)]
+        else:
+            sql = (
+                "SELECT sample_id, experiment, epoch, line, offset FROM results "
+                "WHERE id = ? AND run_id = ?"
+            )
+            found = self._fetch(sql, (result_id, run_id))
+        if not found or run is None:
             return None
-        sample_id, experiment, epoch, line, offset = found
+        ((sample_id, experiment, epoch, line, offset),) = found
         return _Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
 
     def gathered(self, run_id: str) -> Gathered | None:
@@ -393,8 +520,7 @@ class ResultIndex:
 
     def experiments(self, run_id: str) -> dict[str, int]:
         """Experiment -> results of run `run_id`, in order of first appearance."""
-        with self._lock:
-            return self._counts("experiment", run_id)
+        return self._counts("experiment", run_id)
 
     def experiment_passes(self, run_id: str) -> dict[str, tuple[int, int]]:
         """Experiment -> `(results, passed)` of run `run_id`, in order of first appearance."""
@@ -409,25 +535,21 @@ class ResultIndex:
             "SELECT experiment, count(*), sum(status = 'passed') FROM results WHERE run_id = ? "
             "GROUP BY experiment ORDER BY min(id)"
         )
-        with self._lock:
-            rows = self._db.execute(sql, (run_id,)).fetchall()
-        return {name: (int(n), int(passed)) for name, n, passed in rows}
+        return {name: (int(n), int(passed)) for name, n, passed in self._fetch(sql, (run_id,))}
 
     def statuses(self, run_id: str) -> dict[str, int]:
         """`passed` / `failed` / `error` -> results of run `run_id`."""
-        with self._lock:
-            return self._counts("status", run_id)
+        return self._counts("status", run_id)
 
     def facets(self, run_id: str) -> Facets:
         """The values each filter of run `run_id` can take."""
         first, last = self._ids.get(run_id, (0, -1))
         gathered = self._gathered.get(run_id)
-        with self._lock:
-            # One scan for the three counts (each in order of first appearance), unless
-            # they were counted while the run was read.
-            tally = gathered.tally if gathered else self._db.execute(TALLY, (run_id,)).fetchall()
-            # A run's results are the ids first..last: no join with `results` needed.
-            rows = self._db.execute(META_FACETS, (first, last)).fetchall()
+        # One scan for the three counts (each in order of first appearance), unless
+        # they were counted while the run was read.
+        tally = gathered.tally if gathered else self._fetch(TALLY, (run_id,))
+        # A run's results are the ids first..last: no join with `results` needed.
+        rows = self._fetch(META_FACETS, (first, last))
         experiments: dict[str, int] = {}
         statuses: dict[str, int] = {}
         kinds: dict[str, int] = {}
@@ -448,12 +570,12 @@ class ResultIndex:
             metadata={k: tuple(v) for k, v in metadata.items()},
         )
 
-    def _counts(self, column: str, run_id: str, extra: str = "") -> dict[str, int]:
+    def _counts(self, column: str, run_id: str) -> dict[str, int]:
         sql = (
-            f"SELECT {column}, count(*) FROM results WHERE run_id = ? {extra} "
+            f"SELECT {column}, count(*) FROM results WHERE run_id = ? "
             f"GROUP BY {column} ORDER BY min(id)"
         )
-        return dict(self._db.execute(sql, (run_id,)).fetchall())
+        return dict(self._fetch(sql, (run_id,)))
 
     def cost_rows(self, run_id: str, experiment: str) -> list[tuple[Any, ...]]:
         """`(sample_id, epoch, cost, judge_cost)` of each result of one experiment."""
@@ -461,17 +583,16 @@ class ResultIndex:
             "SELECT sample_id, epoch, cost, judge_cost FROM results "
             "WHERE run_id = ? AND experiment = ? ORDER BY id"
         )
-        with self._lock:
-            return self._db.execute(sql, (run_id, experiment)).fetchall()
+        return self._fetch(sql, (run_id, experiment))
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only SQL query over the tables `results`, `meta` and `metrics`.
 
         For the viewer's charts (`_viewer_charts.py`); after `finish()` the database
-        refuses writes.
+        refuses writes. While SQLite loads a run kept in memory, the queries of its
+        page are answered from there (`EarlyRun.answer`); the others wait for SQLite.
         """
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        return self._fetch(sql, params)
 
     def reader(self) -> IndexReader:
         """A copy of the index as it is, on a connection of its own, for `query` only.
@@ -483,6 +604,7 @@ class ResultIndex:
         (`start_background`), while the tables hold what the copy should.
         """
         copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._sql()
         with self._lock:
             self._db.backup(copy)
         copy.execute("PRAGMA query_only = ON")
@@ -497,8 +619,7 @@ class ResultIndex:
             "SELECT id, sample_id, epoch, status, score FROM results "
             "WHERE run_id = ? AND experiment = ? ORDER BY id"
         )
-        with self._lock:
-            found = self._db.execute(sql, (run_id, experiment)).fetchall()
+        found = self._fetch(sql, (run_id, experiment))
         ids, samples, epochs, statuses, scores = zip(*found, strict=True) if found else ((),) * 5
         outcomes = Outcomes(
             sample_ids=samples,
@@ -514,9 +635,8 @@ class ResultIndex:
             f"SELECT {', '.join(ROW_COLUMNS)} FROM results WHERE run_id = ? "
             "AND id IN (SELECT value FROM json_each(?))"
         )
-        with self._lock:
-            found = self._db.execute(sql, (run_id, json.dumps(list(ids)))).fetchall()
-        return {row.id: row for row in map(_to_row, found)}
+        found = self._fetch(sql, (run_id, json.dumps(list(ids))))
+        return {row.id: row for row in map(result_row, found)}
 
 
 class IndexReader:
@@ -543,10 +663,3 @@ def _indexed_run(run_dir: Path, info: dict[str, Any]) -> IndexedRun:
         run_id=info["run_id"], path=run_dir, results=info["results"], lines=info["lines"],
         skipped=tuple(info["skipped"]), skipped_count=info["skipped_count"],
     )  # fmt: skip
-
-
-def _to_row(values: Sequence[Any]) -> ResultRow:
-    data = dict(zip(ROW_COLUMNS, values, strict=True))
-    data["passed"] = bool(data["passed"])
-    data["has_bundle"] = bool(data["has_bundle"])
-    return ResultRow(**data)

@@ -63,7 +63,7 @@ class DecodedBatch:
     metrics: list[tuple[int, str, int | float]] = field(default_factory=list)
     """`metrics` rows of the decoded lines: `(result id, name, value)`."""
     failed: list[tuple[Any, ...]] = field(default_factory=list)
-    """Of the decoded lines that did not pass: the rows `_viewer_charts._FAILED_SQL`
+    """Of the decoded lines that did not pass: the rows `_viewer_schema.FAILED_SQL`
     gives (id, experiment, sample, epoch, error, error kind, reason, failing checks)."""
     staged: list[int | str] = field(default_factory=list)
     """`line, offset, text` of every other non-blank line, flattened (as `stage_lines`)."""
@@ -141,7 +141,7 @@ _FAILED = operator.itemgetter(0, 3, 2, 4, 14, 6, 13)
 
 
 def _failing(metrics: Sequence[_Metric]) -> str | None:
-    """The checks a result failed, as `_viewer_charts._FAILED_SQL` lists them.
+    """The checks a result failed, as `_viewer_schema.FAILED_SQL` lists them.
 
     Its top-level metrics in [0, 0.5), sorted by name, comma-separated; None if none.
     """

@@ -285,9 +285,13 @@ class RunPages:
         thread.start()
         return thread
 
-    def _on_copy(self, run_id: str, make: Callable[[IndexReader], object]) -> None:
-        """Run `make` on a copy of the index (`ResultIndex.reader`), on a thread of its own."""
-        reader = self._index.reader()
+    def _on_copy(self, run_id: str, make: Callable[[IndexReader | None], object]) -> None:
+        """Run `make` on a copy of the index (`ResultIndex.reader`), on a thread of its own.
+
+        While the run is answered from memory (`ResultIndex.in_memory`), on the index
+        itself (`make(None)`): SQLite is busy loading it, and memory needs no copy.
+        """
+        reader = None if self._index.in_memory(run_id) else self._index.reader()
 
         def run() -> None:
             try:
@@ -295,7 +299,8 @@ class RunPages:
             except Exception:  # made again, and reported, by the page's own request
                 _log.debug("charting %s on a copy failed", run_id, exc_info=True)
             finally:
-                reader.close()
+                if reader is not None:
+                    reader.close()
 
         threading.Thread(target=run, name="wink-debug-charts", daemon=True).start()
 

@@ -9,24 +9,36 @@ metadata becomes `meta` rows by the same `SPREAD` statement either way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from ._run_loader import COMPLETE, STAGE, fields_select
+from ._viewer_types import ResultRow
 
 __all__ = [
+    "ATTEMPTS_SQL",
     "DISTRIBUTE",
+    "EPOCHS_SQL",
+    "FAILED_SQL",
     "FILL",
     "INDEXES",
     "JSON_SCHEMA",
     "LATER_INDEXES",
     "META_FACETS",
+    "META_VALUE",
+    "METRIC_ROWS_SQL",
+    "METRIC_SQL",
     "RESULT_COLUMNS",
     "ROWS_SCHEMA",
     "ROW_COLUMNS",
     "SCHEMA",
     "SKIPPED",
+    "SLICE_ROWS_SQL",
+    "SLICE_SQL",
     "SPREAD",
     "TALLY",
     "json_text",
+    "result_row",
 ]
 
 SCHEMA = """
@@ -125,15 +137,18 @@ ROWS_SCHEMA = (
     "score_metrics)"
 )
 JSON_SCHEMA = "CREATE TEMP TABLE IF NOT EXISTS wink_json (id, metadata, score_metrics)"
+META_VALUE = """CASE e.type WHEN 'text' THEN e.value
+    WHEN 'integer' THEN CAST(e.value AS TEXT)
+    WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
+    WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
+    ELSE e.type END"""
+"""A metadata value as the filters compare it (`e` an entry of `json_each(r.metadata)`):
+the text `json.dumps` gives: strings as they are, objects and arrays with sorted keys
+(`json_text`), numbers as written (`->` keeps a number's text; a key it cannot address
+falls back to SQLite's)."""
 SPREAD = (
-    # Metadata values as the filters compare them, the text `json.dumps` gives: strings
-    # as they are, objects and arrays with sorted keys (`_json_text`), numbers as written
-    # (`->` keeps a number's text; a key it cannot address falls back to SQLite's).
-    """INSERT INTO meta SELECT r.id, e.key, CASE e.type WHEN 'text' THEN e.value
-        WHEN 'integer' THEN CAST(e.value AS TEXT)
-        WHEN 'real' THEN coalesce(r.metadata -> e.fullkey, CAST(e.value AS TEXT))
-        WHEN 'object' THEN wink_json_text(e.value) WHEN 'array' THEN wink_json_text(e.value)
-        ELSE e.type END
+    # Metadata values as the filters compare them (`META_VALUE`).
+    f"""INSERT INTO meta SELECT r.id, e.key, {META_VALUE}
     FROM temp.wink_json AS r, json_each(r.metadata) AS e""",
     # The score's named metrics (what the checks chart and the failure groups read).
     """INSERT INTO metrics SELECT r.id, e.value ->> '$.name', e.value ->> '$.value'
@@ -161,6 +176,51 @@ GROUP BY key, value ORDER BY key, n DESC, value
 """
 
 
+# -- the run page's charts (`_viewer_charts.py`) ----------------------------------------------
+
+SLICE_SQL = """
+SELECT m.value, r.experiment, count(*), sum(r.status = 'passed'), count(DISTINCT r.sample_id)
+FROM results r JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND m.key = ? GROUP BY m.value, r.experiment ORDER BY m.value, min(r.id)
+"""
+SLICE_ROWS_SQL = """
+SELECT r.status = 'passed', r.sample_id FROM results r JOIN meta m ON m.result_id = r.id
+WHERE r.run_id = ? AND m.key = ? AND m.value = ? AND r.experiment = ? ORDER BY r.id
+"""
+METRIC_SQL = """
+SELECT x.name, r.experiment, count(*), sum(x.value), count(DISTINCT r.sample_id),
+    sum(x.value IN (0, 1)), min(x.value) >= 0 AND max(x.value) <= 1
+FROM results r JOIN metrics x ON x.result_id = r.id
+WHERE r.run_id = ? GROUP BY x.name, r.experiment ORDER BY min(r.id)
+"""
+METRIC_ROWS_SQL = """
+SELECT x.value, r.sample_id FROM results r JOIN metrics x ON x.result_id = r.id
+WHERE r.run_id = ? AND x.name = ? AND r.experiment = ? ORDER BY r.id
+"""
+EPOCHS_SQL = "SELECT count(DISTINCT epoch) FROM results WHERE run_id = ?"
+ATTEMPTS_SQL = """
+SELECT experiment, sample_id, count(*), sum(status = 'passed') FROM results
+WHERE run_id = ? GROUP BY experiment, sample_id ORDER BY min(id)
+"""
+# The checks a failed result failed: top-level metrics in [0, 0.5) (`failure_key`'s rule).
+FAILED_SQL = """
+SELECT r.id, r.experiment, r.sample_id, r.epoch, r.error, r.error_kind, r.reason,
+    (SELECT group_concat(name, ', ') FROM (SELECT x.name FROM metrics x
+     WHERE x.result_id = r.id AND instr(x.name, '.') = 0 AND x.value >= 0 AND x.value < 0.5
+     ORDER BY x.name))
+FROM results r WHERE r.run_id = ? AND r.status != 'passed' ORDER BY r.id
+"""
+"""The results that did not pass, with the checks each failed."""
+
+
 def json_text(text: str) -> str:
     """JSON text with sorted keys and `json.dumps`' spacing (how metadata was shown)."""
     return json.dumps(json.loads(text), ensure_ascii=False, sort_keys=True)
+
+
+def result_row(values: Sequence[Any]) -> ResultRow:
+    """The `ResultRow` of the `ROW_COLUMNS` values of a `results` row."""
+    data = dict(zip(ROW_COLUMNS, values, strict=True))
+    data["passed"] = bool(data["passed"])
+    data["has_bundle"] = bool(data["has_bundle"])
+    return ResultRow(**data)
