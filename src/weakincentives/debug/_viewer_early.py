@@ -56,6 +56,8 @@ T = TypeVar("T")
 # Positions in a `results` row.
 _ID, _SAMPLE, _EXPERIMENT, _EPOCH, _STATUS, _SCORE, _LATENCY = 0, 2, 3, 4, 5, 7, 9
 _SHOWN = len(ROW_COLUMNS)
+_LOCATION = (_SAMPLE, _EXPERIMENT, _EPOCH, 18, 19)
+"""Positions of sample id, experiment, epoch, line and offset in a `results` row."""
 _ENTRIES = f"""
 SELECT r.metadata, e.key, {META_VALUE} FROM texts AS r, json_each(r.metadata) AS e
 """
@@ -116,6 +118,11 @@ class EarlyRun:
         ids = self._columns().ids  # ascending, not one after the other (blank lines)
         at = bisect.bisect_left(ids, result_id)
         return self._rows[at] if at < len(ids) and ids[at] == result_id else None
+
+    def locate(self, result_id: int) -> list[Row] | None:
+        """`(sample, experiment, epoch, line, offset)` of result `result_id`, as one row."""
+        row = self.row(result_id)
+        return None if row is None else [tuple(row[i] for i in _LOCATION)]
 
     def get(self, result_id: int) -> ResultRow | None:
         """`ResultIndex.get` of this run."""

@@ -15,9 +15,11 @@ does not take as a plain result goes through the loader `wink query` uses
 page validates the whole line with `EvalResult` when it is opened. `finish()` builds the
 indexes the first page needs; the full-text index (`_viewer_search.py`) and the sort indexes
 are built after it on a background thread, which the viewer starts once its first page is
-made (`start_background`); a search that comes first waits for them. A finished index can
-be saved and opened again without reading the run (`cache_to`, `from_cache`; see
-`_viewer_cache.py`).
+made (`start_background`); a search that comes first waits for them. A single run may be
+kept in memory as read (`add_run(defer=True)`): its page is answered from there
+(`_viewer_early.py`) and SQLite loads it with the rest; what needs SQL waits (`_sql`). A
+finished index can be saved and opened again without reading the run (`cache_to`,
+`from_cache`; see `_viewer_cache.py`).
 
 **Which line counts.** As for every reader of a run, the last line written for a
 `(sample_id, experiment_name, epoch)` wins; earlier lines are dropped from the index.
@@ -41,8 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weakincentives import serde
-from weakincentives.errors import SerdeError, ViewerError
+from weakincentives.errors import ViewerError
 from weakincentives.evals import RESULTS_FILE, EvalResult, Outcomes
 
 from ._query_cache import load_cache, store_cache
@@ -51,6 +52,7 @@ from ._viewer_columns import Gathered
 from ._viewer_early import MAX_EARLY_ROWS, EarlyRun
 from ._viewer_lines import DecodedBatch
 from ._viewer_load import Load
+from ._viewer_reading import IndexReader, Located, read_result
 from ._viewer_schema import (
     INDEXES,
     JSON_SCHEMA,
@@ -72,26 +74,13 @@ from ._viewer_types import (
     ResultFilter,
     ResultPage,
     ResultRow,
+    facets_of,
     where_clause,
 )
 
-__all__ = ["IndexReader", "ResultIndex"]
+__all__ = ["ResultIndex"]
 
 _log = logging.getLogger(__name__)
-_MAX_FACET_VALUES = 50
-_LOCATION = (2, 3, 4, 18, 19)
-"""Positions of sample id, experiment, epoch, line and offset in a `results` row."""
-
-
-def _key_of(raw: bytes) -> tuple[Any, Any, Any] | None:
-    """`(sample_id, experiment_name, epoch)` of a JSON line, None when it has none."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    return data.get("sample_id"), data.get("experiment_name"), data.get("epoch", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +91,6 @@ class _Pending:
     batches: list[DecodedBatch]
     run_id: str
     id_base: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Located:
-    path: Path
-    offset: int
-    line: int
-    key: tuple[str, str, int]
 
 
 class ResultIndex:
@@ -471,34 +452,16 @@ class ResultIndex:
 
         Raises:
             ViewerError: the file changed since it was indexed, or the line has the
-                fields the index needs but is not a valid `EvalResult`.
+                fields the index needs but is not a valid `EvalResult` (`read_result`).
         """
         located = self._locate(run_id, result_id)
-        if located is None:
-            return None
-        where = f"{located.path}:{located.line}"
-        try:
-            with located.path.open("rb") as handle:
-                handle.seek(located.offset)
-                raw = handle.readline()
-            result = serde.loads(EvalResult, raw)
-        except (OSError, SerdeError) as exc:
-            if isinstance(exc, SerdeError) and _key_of(raw) == located.key:
-                raise ViewerError(f"{where} is not a valid result: {exc}") from exc
-            raise ViewerError(
-                f"{where} cannot be read again ({exc}); the file changed since the viewer "
-                "started: restart `wink debug`"
-            ) from exc
-        if result.key != located.key:
-            raise ViewerError(f"{where} changed since the viewer started: restart `wink debug`")
-        return result
+        return None if located is None else read_result(located)
 
-    def _locate(self, run_id: str, result_id: int) -> _Located | None:
+    def _locate(self, run_id: str, result_id: int) -> Located | None:
         run = self._runs.get(run_id)
         early = self._early_run(run_id)
         if early is not None:
-            row = early.row(result_id)
-            found = None if row is None else [tuple(row[i] for i in _LOCATION)]
+            found = early.locate(result_id)
         else:
             sql = (
                 "SELECT sample_id, experiment, epoch, line, offset FROM results "
@@ -508,7 +471,7 @@ class ResultIndex:
         if not found or run is None:
             return None
         ((sample_id, experiment, epoch, line, offset),) = found
-        return _Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
+        return Located(run.path / RESULTS_FILE, offset, line, (sample_id, experiment, epoch))
 
     def gathered(self, run_id: str) -> Gathered | None:
         """What was gathered of run `run_id` while it was read (`_viewer_columns.py`).
@@ -549,26 +512,7 @@ class ResultIndex:
         # they were counted while the run was read.
         tally = gathered.tally if gathered else self._fetch(TALLY, (run_id,))
         # A run's results are the ids first..last: no join with `results` needed.
-        rows = self._fetch(META_FACETS, (first, last))
-        experiments: dict[str, int] = {}
-        statuses: dict[str, int] = {}
-        kinds: dict[str, int] = {}
-        for experiment, status, kind, n, _ in sorted(tally, key=lambda row: row[4]):
-            experiments[experiment] = experiments.get(experiment, 0) + n
-            statuses[status] = statuses.get(status, 0) + n
-            if kind is not None:
-                kinds[kind] = kinds.get(kind, 0) + n
-        metadata: dict[str, list[str]] = {}
-        for key, value, _ in rows:
-            values = metadata.setdefault(key, [])
-            if len(values) < _MAX_FACET_VALUES:
-                values.append(value)
-        return Facets(
-            experiments=experiments,
-            statuses=statuses,
-            error_kinds=kinds,
-            metadata={k: tuple(v) for k, v in metadata.items()},
-        )
+        return facets_of(tally, self._fetch(META_FACETS, (first, last)))
 
     def _counts(self, column: str, run_id: str) -> dict[str, int]:
         sql = (
@@ -637,24 +581,6 @@ class ResultIndex:
         )
         found = self._fetch(sql, (run_id, json.dumps(list(ids))))
         return {row.id: row for row in map(result_row, found)}
-
-
-class IndexReader:
-    """Read-only SQL over a copy of an index (`ResultIndex.reader`); `close` frees it."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self._lock = threading.Lock()
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Rows of `sql` with `params` (as `ResultIndex.query`)."""
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
-
-    def close(self) -> None:
-        """Free the copy."""
-        with self._lock:
-            self._db.close()
 
 
 def _indexed_run(run_dir: Path, info: dict[str, Any]) -> IndexedRun:

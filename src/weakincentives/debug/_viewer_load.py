@@ -11,10 +11,12 @@ while the run page is answered from them (`_viewer_early.py`), and inserted late
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import operator
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,15 +79,16 @@ class Load:
         everything is inserted as it is read.
         """
         kept: list[DecodedBatch] | None = [] if keep else None
-        for batch in batches:
-            self.take(batch)
-            if kept is not None and not batch.staged and self.found <= keep:
-                kept.append(batch)
-                continue
-            for earlier in kept or ():
-                self.insert(earlier)
-            kept = None
-            self.insert(batch)
+        with _without_cycle_collection():
+            for batch in batches:
+                self.take(batch)
+                if kept is not None and not batch.staged and self.found <= keep:
+                    kept.append(batch)
+                    continue
+                for earlier in kept or ():
+                    self.insert(earlier)
+                kept = None
+                self.insert(batch)
         if kept is not None and len(self.keys) < self.found:  # a key read twice
             for earlier in kept:
                 self.insert(earlier)
@@ -137,3 +140,21 @@ class Load:
             self.columns.drop()  # a row SQL made: the gathered columns miss it
         for statement in DISTRIBUTE:
             self._db.execute(statement)
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused (for the whole process) while a run is read.
+
+    Reading allocates a few container objects a line (rows, batches: about 400,000 for
+    100,000 results), none of them in a reference cycle, so the collector finds nothing
+    to free; its passes over them cost about a tenth of the read. Objects are freed by
+    their reference counts meanwhile, as always.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -40,8 +40,9 @@ from ._viewer_charts import (
     whole_run_charts,
 )
 from ._viewer_columns import ExperimentColumns
-from ._viewer_index import IndexReader, ResultIndex
+from ._viewer_index import ResultIndex
 from ._viewer_memo import Memo
+from ._viewer_reading import IndexReader
 from ._viewer_stats import experiment_columns
 from ._viewer_types import Facets, IndexedRun
 from ._viewer_views import experiment_view, json_safe

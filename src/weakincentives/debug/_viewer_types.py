@@ -8,12 +8,13 @@ from fixed whitelists (`STATUSES`, `SORT_KEYS`), so a filter cannot inject SQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 __all__ = [
+    "MAX_FACET_VALUES",
     "SORT_KEYS",
     "STATUSES",
     "Facets",
@@ -22,6 +23,7 @@ __all__ = [
     "ResultPage",
     "ResultRow",
     "Status",
+    "facets_of",
     "fts_query",
     "where_clause",
 ]
@@ -43,6 +45,8 @@ SORT_KEYS: Mapping[str, str] = {
 """Sort key accepted by `ResultIndex.page` -> the column it sorts on (a whitelist)."""
 
 _WORD = re.compile(r"[^\W_]+")
+MAX_FACET_VALUES = 50
+"""Values of a metadata key a filter offers (the most common)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +166,37 @@ class IndexedRun:
     """`file:line: problem` for each line that could not be read (at most 20 kept)."""
     skipped_count: int = 0
     """Number of lines skipped."""
+
+
+def facets_of(
+    tally: Sequence[tuple[str, str, str | None, int, int]],
+    metadata: Sequence[tuple[str, str, int]],
+) -> Facets:
+    """The `Facets` of a run's tally and its metadata values' counts.
+
+    `tally` holds `(experiment, status, error kind, results, first id)` rows (in any
+    order: each count comes in order of first appearance); `metadata` holds `(key,
+    value, results)` rows by key, most results first.
+    """
+    experiments: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    kinds: dict[str, int] = {}
+    for experiment, status, kind, n, _ in sorted(tally, key=lambda row: row[4]):
+        experiments[experiment] = experiments.get(experiment, 0) + n
+        statuses[status] = statuses.get(status, 0) + n
+        if kind is not None:
+            kinds[kind] = kinds.get(kind, 0) + n
+    values: dict[str, list[str]] = {}
+    for key, value, _ in metadata:
+        found = values.setdefault(key, [])
+        if len(found) < MAX_FACET_VALUES:
+            found.append(value)
+    return Facets(
+        experiments=experiments,
+        statuses=statuses,
+        error_kinds=kinds,
+        metadata={k: tuple(v) for k, v in values.items()},
+    )
 
 
 def fts_query(text: str) -> str | None:
