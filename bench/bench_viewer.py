@@ -5,11 +5,13 @@ real `RunStore`. Reported, in milliseconds unless named `_s`:
 
 - `write_s`: writing the run (for scale; not a viewer number);
 - `index_s`: `ViewerData.open` without the cache, i.e. what `wink debug` does (while it
-  serves the page) on a run it has not seen (the index's columns, metadata and metrics;
-  msgspec reads the lines, SQLite holds the rows);
-- `search_ready_s`: until the sort indexes and the full-text index, built on a
-  background thread once the first page is made, are complete (a search waits for
-  them; nothing else does); the cache is written then;
+  serves the page) on a run it has not seen, until the run page can be answered:
+  msgspec reads the lines and the rows stay in memory (`_viewer_early.py`); SQLite loads
+  them afterwards, in the background;
+- `search_ready_s`: until SQLite holds the rows with the first page's indexes, then the
+  sort indexes and the full-text index, all built on a background thread once the first
+  page is made, are complete (a filter waits for the rows, a search for all of it);
+  the cache is written then;
 - `index_cached_s`: `ViewerData.open` again, from the cache the first open wrote
   (`.viewer-cache.sqlite` beside the run);
 - `page_ms`: the first page of the results grid, no filter;

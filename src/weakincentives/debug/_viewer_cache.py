@@ -36,7 +36,7 @@ CACHE_FILE = ".viewer-cache.sqlite"
 _VERSION = "1"
 _CODE = (
     "_run_loader.py", "_viewer_cache.py", "_viewer_index.py", "_viewer_lines.py",
-    "_viewer_schema.py", "_viewer_search.py",
+    "_viewer_load.py", "_viewer_schema.py", "_viewer_search.py",
 )  # fmt: skip
 """The modules that decide what the index holds."""
 
@@ -71,8 +71,9 @@ def open_run_index(
 
     The signature is taken before the file is read: a result appended while the index
     is built changes it, so that cache is not used again. When the run is read,
-    `loaded(index, run)` is called once its rows are in, before the first page's
-    indexes are built (SQL, which leaves the interpreter free for other threads).
+    `loaded(index, run)` is called once it is read, before the index is finished: the
+    run is answered from memory then, while SQLite loads it (`ResultIndex.add_run`
+    with `defer`).
 
     Raises:
         ViewerError: the run cannot be read.

@@ -5,12 +5,13 @@
 and kept in a `Memo`; two requests that need one value share it.
 
 A single run's landing page is made before the browser asks for it. `prework` starts
-as soon as the run's rows are in: the statistics of the columns gathered while the run
-was read (`_viewer_columns.py`), the histograms and the manifest's head need no SQL,
-so they are made while the index builds its SQL indexes (SQLite leaves the interpreter
-free meanwhile). `warm` starts once the index is finished: the facets, then the SQL
-charts on two copies of the index (`ResultIndex.reader`), one for the charts of the
-whole run and one for the per-slice chart, beside the rest of the page.
+as soon as the run is read: the statistics of the columns gathered while the run was
+read (`_viewer_columns.py`), the histograms and the manifest's head need no SQL. `warm`
+starts once the index is finished: the facets, then the SQL charts, one thread for the
+charts of the whole run and one for the per-slice chart, beside the rest of the page.
+The SQL charts are answered from the rows in memory while SQLite loads the run
+(`ResultIndex.in_memory`, `_viewer_early.py`), else on copies of the index
+(`ResultIndex.reader`), so that SQLite runs beside the interpreter.
 """
 
 from __future__ import annotations
@@ -230,17 +231,17 @@ class RunPages:
     def prework(self, run: IndexedRun) -> threading.Thread | None:
         """Start making what `run`'s page shows that needs no SQL, on a background thread.
 
-        `ViewerData.prepare` calls this once the run's rows are in and before the index
-        builds the first page's SQL indexes: the statistics from the columns gathered
-        while the run was read, the histograms and the whole run's SQL charts (on a copy
-        of the index) are made meanwhile, and the manifest is read once (its first read
-        builds pydantic's validator), so the page finds them made. Nothing is done
-        (None) when nothing was gathered.
+        `ViewerData.prepare` calls this once the run is read, before the index is
+        finished: the statistics from the columns gathered while the run was read, the
+        histograms and the whole run's SQL charts (from memory, or on a copy of the
+        index) are made meanwhile, and the manifest is read once (its first read builds
+        pydantic's validator), so the page finds them made. Nothing is done (None) when
+        nothing was gathered.
         """
         if self._index.gathered(run.run_id) is None:
             return None
 
-        # The whole run's SQL charts need no index but the rows': on a copy, meanwhile.
+        # The whole run's SQL charts need no index but the rows': meanwhile.
         self._on_copy(run.run_id, lambda reader: self._whole_run_charts(run.run_id, reader))
 
         def make() -> None:
@@ -260,10 +261,10 @@ class RunPages:
 
         `wink debug RUN` calls this before it serves, so the page is made while the
         server starts and the browser loads; its requests find it made (or wait for it).
-        The SQL charts are made on two copies of the index (`ResultIndex.reader`), the
-        whole run's and the per-slice chart, beside the rest of the page (the statistics
-        are usually made already: `prework`). Nothing is done for several runs or a
-        bundle. Returns the thread.
+        The SQL charts, the whole run's and the per-slice chart, are made on threads of
+        their own (`_on_copy`), beside the rest of the page (the statistics are usually
+        made already: `prework`). Nothing is done for several runs or a bundle. Returns
+        the thread.
         """
         runs = self._index.runs()
         if self._bundle is not None or len(runs) != 1:
