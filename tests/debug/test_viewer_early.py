@@ -304,3 +304,23 @@ def test_a_second_run_added_loads_the_first_into_sqlite(tmp_path: Path) -> None:
     assert not index.in_memory("r1") and not index.in_memory("r2")
     index.finish(search_in_background=False)
     assert index.page("r1", ResultFilter()).total == index.page("r2", ResultFilter()).total == 1
+
+
+def test_a_run_read_in_two_halves_is_answered_early_as_sql_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from weakincentives.debug import _viewer_split as viewer_split
+
+    run = write_run(tmp_path, varied_results(2, epochs=1))
+    monkeypatch.setattr(viewer_split, "SPLIT_BYTES", 1)  # a child reads the second half
+    monkeypatch.setattr(viewer_split, "_spare_core", lambda: True)
+    index = ResultIndex()
+    index.add_run(run, run_id="gen", defer=True)
+    asked = queries(index, "gen")
+    answers = [early_of(index).answer(sql, params) for sql, params in asked]
+    early = grid(index, "gen")
+    loaded(index)
+    assert early == grid(index, "gen")
+    for (sql, params), answer in zip(asked, answers, strict=True):
+        if sql != METRIC_SQL:  # compared above, with its float sum
+            assert answer == index.query(sql, params), (sql, params)
