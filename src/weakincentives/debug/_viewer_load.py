@@ -98,7 +98,8 @@ class Load:
     def complete(self, run_id: str, id_base: int) -> dict[str, Any]:
         """Drop the rows later lines superseded, record the run (`runs`); its info.
 
-        Once every batch is inserted.
+        Once every batch is inserted. The search builder then indexes only the lines
+        still in `results`.
         """
         gone: list[int] = []
         if len(self.keys) < self.found:  # a key was written twice: its last line wins
