@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.prompt import Prompt
@@ -56,6 +57,7 @@ __all__ = [
 OutputT = TypeVar("OutputT")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FunctionReply:
     """The next assistant turn, as a function model returns it."""

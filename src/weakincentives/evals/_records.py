@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives._ids import uuid4_hex_batch
 from weakincentives.errors import ConfigurationError, InvalidScoreError
 from weakincentives.experiment import Experiment
@@ -172,6 +173,7 @@ class Metric:
             raise InvalidScoreError(f"metric {self.name!r} weight must be >= 0, got {self.weight}")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Score:
     """The verdict on one output.
@@ -366,6 +368,7 @@ def build_request(
     return request
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """A compact record of one tool call, kept with a result for querying."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives.errors import PromptParamsError, PromptRenderError
 from weakincentives.prompt._overrides import (
     PromptOverridesStore,
@@ -137,6 +138,7 @@ class PromptTemplate(Generic[OutputT]):
         return self._display_name  # type: ignore[attr-defined,no-any-return]  # __post_init__
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RenderedPrompt:
     """A prompt ready to send: messages, tools and what was applied."""
@@ -157,6 +159,7 @@ class RenderedPrompt:
 
 
 # No slots: `Prompt[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@quick_init
 @dataclass(frozen=True)
 class Prompt(Generic[OutputT]):
     """A template plus bound params and where its overrides come from.
