@@ -146,6 +146,8 @@ _MAX_VALUES = 100_000
 _UNSEEN: Any = object()
 _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
+_NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
+_NO_ITEMS: tuple[()] = ()  # the empty tuple (one object in CPython; others are stacked)
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -178,6 +180,19 @@ def _numeric_only(tp: Any, seen: frozenset[type] = frozenset()) -> bool:
         hints = _hints(tp)
         return all(_numeric_only(hints.get(f.name), seen | {tp}) for f in dataclasses.fields(tp))
     return False
+
+
+def _own_numeric_named_tuple(cls: type) -> bool:
+    """Whether `cls` is one of this package's named tuples declared as numbers only.
+
+    Such a tuple (`TurnUsage`) is built by this package's code, which fills it as
+    declared, as the numeric fields of its dataclasses are (see `Redactor._text_fields`).
+    """
+    fields = getattr(cls, "_fields", None)
+    if not isinstance(fields, tuple) or cls.__module__.partition(".")[0] != "weakincentives":
+        return False
+    hints = _hints(cls)
+    return all(_numeric_only(hints.get(name)) for name in fields)
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
@@ -400,6 +415,8 @@ class Redactor:
                         parts.append(inner)
                 elif how is _ITEMS:
                     parts = item
+                elif how is _NUMBERS:
+                    continue
                 elif how is None:
                     return False
                 else:
@@ -410,7 +427,7 @@ class Redactor:
             for part in parts:
                 if type(part) is str:
                     append(part)
-                elif part is not None:
+                elif part is not None and part is not _NO_ITEMS:  # no need to stack `()`
                     push(part)
         return True
 
@@ -418,13 +435,14 @@ class Redactor:
         """How `_collect` reads an instance of `cls` (not a builtin it knows).
 
         `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
-        items), a getter of a dataclass's text fields (`_text_fields`), or None: it
-        cannot vouch for the class.
+        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
+        getter of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
+        for the class.
         """
         if dataclasses.is_dataclass(cls):
             return self._text_fields(cls)
         if issubclass(cls, tuple):
-            return _ITEMS
+            return _NUMBERS if _own_numeric_named_tuple(cls) else _ITEMS
         if issubclass(cls, Mapping):
             return _MAPPING
         return None
