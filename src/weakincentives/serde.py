@@ -153,8 +153,9 @@ def dumps_for(cls: type[T]) -> Callable[[T], bytes]:
 
     `dumps` infers the type of every object it meets, and inferring a dataclass reads its
     fields anew each time. The function returned knows the fields of `cls`, and of the
-    fields declared as a dataclass `D` or as `tuple[D, ...]` (one level down); every other
-    value is inferred exactly as `dumps` does (same fallback, NaN written as `NaN`). A value
+    fields declared as a dataclass `D` or as `tuple[D, ...]` (one level down), and of the
+    named tuples of a field declared as `tuple[N, ...]`; every other value is inferred
+    exactly as `dumps` does (same fallback, NaN written as `NaN`). A value
     whose typed parts are not exactly those classes (a subclass may add fields, a list may
     stand for a tuple) is handed to `dumps`. Build it once per class and keep it.
 
@@ -174,11 +175,17 @@ def dumps_for(cls: type[T]) -> Callable[[T], bytes]:
             schema = _flat_schema(tp)
             checks.append((f.name, tp, False))
         elif typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis:
-            if not _is_dataclass_type(args[0]):
-                schema = core_schema.any_schema()
-            else:
+            if _is_dataclass_type(args[0]):
                 schema = core_schema.tuple_variable_schema(_flat_schema(args[0]))
                 checks.append((f.name, args[0], True))
+            elif _is_named_tuple_type(args[0]):
+                # Its items, each inferred: what inferring a named tuple writes, without
+                # finding out anew (a microsecond per tuple) that it is one.
+                items = [core_schema.any_schema() for _ in args[0]._fields]
+                schema = core_schema.tuple_variable_schema(core_schema.tuple_schema(items))
+                checks.append((f.name, args[0], True))
+            else:
+                schema = core_schema.any_schema()
         else:
             schema = core_schema.any_schema()
         fields.append(core_schema.dataclass_field(f.name, schema))
@@ -214,6 +221,14 @@ def _typed_as_declared(value: object, checks: list[tuple[str, type[Any], bool]])
 
 def _is_dataclass_type(tp: Any) -> typing.TypeGuard[type[Any]]:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _is_named_tuple_type(tp: Any) -> typing.TypeGuard[type[tuple[Any, ...]]]:
+    return (
+        isinstance(tp, type)
+        and issubclass(tp, tuple)
+        and isinstance(getattr(tp, "_fields", None), tuple)
+    )
 
 
 def _flat_schema(cls: type[Any]) -> core_schema.DataclassSchema:
