@@ -181,7 +181,9 @@ def dumps_for(cls: type[T]) -> Callable[[T], bytes]:
             elif _is_named_tuple_type(args[0]):
                 # Its items, each inferred: what inferring a named tuple writes, without
                 # finding out anew (a microsecond per tuple) that it is one.
-                items = [core_schema.any_schema() for _ in args[0]._fields]
+                items: list[core_schema.CoreSchema] = [
+                    core_schema.any_schema() for _ in getattr(args[0], "_fields", ())
+                ]
                 schema = core_schema.tuple_variable_schema(core_schema.tuple_schema(items))
                 checks.append((f.name, args[0], True))
             else:
