@@ -388,7 +388,7 @@ class Redactor:
         """
         stack: list[Any] = [value]
         push, pop, append = stack.append, stack.pop, out.append
-        classes = self._classes
+        classes, secret_keys = self._classes, self._secret_keys
         budget = _MAX_VALUES  # values looked at; a huge or cyclic value is left to `finds`
         while stack:
             item = pop()
@@ -409,7 +409,12 @@ class Redactor:
                 if how is _MAPPING:
                     parts = []
                     for key, inner in item.items():
-                        if type(key) is not str or self._secret_key(key):
+                        if type(key) is not str:
+                            return False
+                        secret = secret_keys.get(key)
+                        if secret is None:
+                            secret = self._secret_key(key)
+                        if secret:
                             return False
                         append(key)
                         parts.append(inner)
