@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Generic, TypeVar
@@ -119,3 +120,11 @@ def test_refuses_what_it_cannot_reproduce() -> None:
         quick_init(WithInitVar)
     with pytest.raises(TypeError, match="frozen dataclass"):
         quick_init(int)
+
+
+def test_annotations_resolve_in_the_module_as_the_originals_do() -> None:
+    from weakincentives.runtime.session import ChatMessage, PromptExecuted
+
+    for cls in (ChatMessage, PromptExecuted):
+        init: Any = cls.__init__
+        assert typing.get_type_hints(init) == typing.get_type_hints(init.__wrapped__)

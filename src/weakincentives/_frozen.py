@@ -13,6 +13,7 @@ frozen: assigning a field afterwards still raises `FrozenInstanceError`.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, TypeVar
 
 __all__ = ["quick_init"]
@@ -79,9 +80,18 @@ def quick_init(cls: type[T]) -> type[T]:
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
     signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    lines = "\n".join(f"    {line}" for line in body or ["pass"])
-    exec(f"def __init__({signature}):\n{lines}\n", namespace)  # as dataclasses
-    init = namespace["__init__"]
+    lines = "\n".join(f"        {line}" for line in body or ["pass"])
+    # As `dataclasses` does: the helpers are closure cells of an outer function, and the
+    # module's globals are the function's, so its annotations resolve as the original's.
+    source = (
+        f"def __create_fn__({', '.join(namespace)}):\n"
+        f"    def __init__({signature}):\n{lines}\n"
+        "    return __init__\n"
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(source, vars(module) if module is not None else {}, made)
+    init = made["__create_fn__"](**namespace)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     init.__doc__ = cls.__init__.__doc__
