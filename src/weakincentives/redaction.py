@@ -27,14 +27,18 @@ import json
 import logging
 import os
 import re
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
+from ._redaction_values import NO_ITEMS as _NO_ITEMS
+from ._redaction_values import Reader as _Reader
+from ._redaction_values import numeric_only as _numeric_only
+from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
+from ._redaction_values import reader as _reader
+from ._redaction_values import type_hints as _hints
 
 __all__ = [
     "DEFAULT_SECRET_ENV_NAMES",
@@ -146,68 +150,6 @@ _UNSEEN: Any = object()
 _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
 _NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
-_NO_ITEMS: tuple[()] = ()  # the empty tuple (one object in CPython; others are stacked)
-
-
-_Reader = Callable[[Any, Callable[[str], None], Callable[[Any], None]], int]
-"""`read(obj, append, push) -> parts`: appends `obj`'s strings, pushes its other values."""
-
-
-def _reader(names: tuple[str, ...]) -> _Reader:
-    """The `_Reader` of a dataclass's fields `names`, as `Redactor._collect` reads parts.
-
-    Written out field by field (one `exec` per class, as `dataclasses` makes `__init__`):
-    a result is read once per line written, and a loop over a tuple of its fields costs
-    half again as much.
-    """
-    lines = ["def read(obj, append, push):"]
-    for name in names:
-        lines += [
-            f"    v = obj.{name}",
-            "    if type(v) is str:",
-            "        append(v)",
-            "    elif v is not None and v is not _NO_ITEMS:",
-            "        push(v)",
-        ]
-    lines.append(f"    return {len(names)}")
-    namespace: dict[str, Any] = {"_NO_ITEMS": _NO_ITEMS}
-    exec("\n".join(lines), namespace)  # the names are a dataclass's field identifiers
-    return cast(_Reader, namespace["read"])
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls, include_extras=False)
-    except Exception:  # an unresolvable annotation: every field counts as text
-        return {}
-
-
-def _numeric_only(tp: Any, seen: frozenset[type] = frozenset()) -> bool:
-    """Whether a value declared as `tp` is never text.
-
-    True for numbers, booleans, None, and unions and dataclasses made only of those.
-    """
-    if tp in (int, float, bool, type(None)):
-        return True
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return all(_numeric_only(arg, seen) for arg in typing.get_args(tp))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and tp not in seen:
-        hints = _hints(tp)
-        return all(_numeric_only(hints.get(f.name), seen | {tp}) for f in dataclasses.fields(tp))
-    return False
-
-
-def _own_numeric_named_tuple(cls: type) -> bool:
-    """Whether `cls` is one of this package's named tuples declared as numbers only.
-
-    Such a tuple (`TurnUsage`) is built by this package's code, which fills it as
-    declared, as the numeric fields of its dataclasses are (see `Redactor._text_fields`).
-    """
-    fields = getattr(cls, "_fields", None)
-    if not isinstance(fields, tuple) or cls.__module__.partition(".")[0] != "weakincentives":
-        return False
-    hints = _hints(cls)
-    return all(_numeric_only(hints.get(name)) for name in fields)
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
