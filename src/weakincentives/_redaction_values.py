@@ -1,4 +1,4 @@
-"""How `Redactor.finds_in` reads values: per-class readers and numbers-only declarations.
+"""How `Redactor.finds_in` reads values: field getters and numbers-only declarations.
 
 Part of `redaction` (see `Redactor._collect`), kept apart to keep that module readable.
 """
@@ -6,42 +6,29 @@ Part of `redaction` (see `Redactor._collect`), kept apart to keep that module re
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-__all__ = [
-    "NO_ITEMS", "Reader", "numeric_only", "own_numeric_named_tuple", "reader", "type_hints",
-]  # fmt: skip
+__all__ = ["NO_ITEMS", "Getter", "getter", "numeric_only", "own_numeric_named_tuple", "type_hints"]
 
 NO_ITEMS: tuple[()] = ()
-"""The empty tuple (one object in CPython): a reader does not stack it (others are)."""
+"""The empty tuple (one object in CPython): `Redactor._collect` does not stack it."""
 
-Reader = Callable[[Any, Callable[[str], None], Callable[[Any], None]], int]
-"""`read(obj, append, push) -> parts`: appends `obj`'s strings, pushes its other values."""
+Getter = Callable[[Any], tuple[Any, ...]]
+"""`obj -> (obj.<name>, ...)`: the values of a dataclass's fields that may hold text."""
 
 
-def reader(names: tuple[str, ...]) -> Reader:
-    """The `Reader` of a dataclass's fields `names`, as `Redactor._collect` reads parts.
-
-    Written out field by field (one `exec` per class, as `dataclasses` makes `__init__`):
-    a result is read once per line written, and a loop over a tuple of its fields costs
-    half again as much.
-    """
-    lines = ["def read(obj, append, push):"]
-    for name in names:
-        lines += [
-            f"    v = obj.{name}",
-            "    if type(v) is str:",
-            "        append(v)",
-            "    elif v is not None and v is not _NO_ITEMS:",
-            "        push(v)",
-        ]
-    lines.append(f"    return {len(names)}")
-    namespace: dict[str, Any] = {"_NO_ITEMS": NO_ITEMS}
-    exec("\n".join(lines), namespace)  # the names are a dataclass's field identifiers
-    return cast(Reader, namespace["read"])
+def getter(names: tuple[str, ...]) -> Getter:
+    """`obj -> (obj.<name>, ...)` in one call (`attrgetter` returns a bare value for one)."""
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    if names:
+        only = names[0]
+        return lambda obj: (getattr(obj, only),)
+    return lambda obj: ()
 
 
 def type_hints(cls: type) -> dict[str, Any]:

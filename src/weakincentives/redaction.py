@@ -34,10 +34,10 @@ from typing import Any
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
-from ._redaction_values import Reader as _Reader
+from ._redaction_values import Getter as _Getter
+from ._redaction_values import getter as _getter
 from ._redaction_values import numeric_only as _numeric_only
 from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
-from ._redaction_values import reader as _reader
 from ._redaction_values import type_hints as _hints
 
 __all__ = [
@@ -381,11 +381,8 @@ class Redactor:
                     continue
                 elif how is None:
                     return False
-                else:  # a dataclass: its reader sorts its fields itself
-                    budget -= how(item, append, push) + 1
-                    if budget < 0:
-                        return False
-                    continue
+                else:
+                    parts = how(item)
             budget -= len(parts) + 1
             if budget < 0:
                 return False
@@ -400,8 +397,8 @@ class Redactor:
         """How `_collect` reads an instance of `cls` (not a builtin it knows).
 
         `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
-        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), the
-        reader of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
+        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
+        getter of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
         for the class.
         """
         if dataclasses.is_dataclass(cls):
@@ -418,8 +415,8 @@ class Redactor:
             secret = self._secret_keys[key] = self._fields.search(key) is not None
         return secret
 
-    def _text_fields(self, cls: type) -> _Reader | None:
-        """For dataclass `cls`: the `_Reader` of its fields that may hold text.
+    def _text_fields(self, cls: type) -> _Getter | None:
+        """For dataclass `cls`: a function of an instance -> its fields that may hold text.
 
         None for a class that is not a dataclass, or one with a secret-looking field name
         (a key of its JSON form). Of this package's own records, the fields declared as
@@ -436,7 +433,7 @@ class Redactor:
         if cls.__module__.partition(".")[0] == "weakincentives":
             hints = _hints(cls)
             names = [name for name in names if not _numeric_only(hints.get(name))]
-        return _reader(tuple(names))
+        return _getter(tuple(names))
 
     def _finds_secret(self, text: str, lower: str) -> bool:
         for form in self._literal_forms:
