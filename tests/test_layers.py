@@ -19,6 +19,8 @@ PACKAGE = SRC / "weakincentives"
 LAYERS: dict[str, int] = {
     "_lazy": 1,  # the lazy re-export helper of package `__init__`s; imports nothing of ours
     "_ids": 1,  # batched random uuid4s (request and session ids); imports nothing of ours
+    "_frozen": 1,  # `quick_init` of hot frozen dataclasses; imports nothing of ours
+    "_redaction_values": 1,  # how `Redactor.finds_in` reads values (readers, numeric types)
     "_redaction_text": 1,  # the guard-word regex and span replacement of `redaction`
     "errors": 1,
     "clock": 1,

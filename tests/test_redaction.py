@@ -235,7 +235,7 @@ def test_the_run_store_redacts_a_secret_in_a_custom_field_type(tmp_path: Path) -
 def test_the_guard_word_search_finds_a_word_exactly_where_one_occurs(
     words: list[str], text: str
 ) -> None:
-    # The trie-shaped regex (one search per result line) says what `any(w in text)` says.
+    # The guard-word regex (one search per result line) says what `any(w in text)` says.
     found = re.search(_alternation(words), text) is not None
     assert found == any(word in text for word in words)
 

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
 from enum import Enum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 from uuid import UUID
 
 import pytest
@@ -233,6 +233,15 @@ class PointPlus(Point):
     z: int = 9
 
 
+class Turn(NamedTuple):
+    tokens: int
+    cost: float | None = None
+
+
+class TurnPlus(Turn):  # a subclass: inferred, as `dumps` does
+    pass
+
+
 @dataclass(frozen=True)
 class Drawing:
     title: Any
@@ -241,6 +250,7 @@ class Drawing:
     points: tuple[Point, ...] = ()
     tags: Mapping[str, Any] = field(default_factory=dict)
     scale: float = 1.0
+    turns: tuple[Turn, ...] = ()
 
 
 DRAWINGS = {
@@ -250,6 +260,17 @@ DRAWINGS = {
     "a subclass adding a field": Drawing("t", PointPlus(1, 2), points=(PointPlus(3, 4),)),
     "a list for a tuple": Drawing("t", Point(0, 0), points=[Point(1, 1)]),  # type: ignore[arg-type]
     "a dict where a dataclass is declared": Drawing("t", {"x": 1}),  # type: ignore[arg-type]
+    "named tuples": Drawing("t", Point(0, 0), turns=(Turn(3), Turn(4, 0.5), Turn(5, float("inf")))),
+    "named tuples holding other values": Drawing(
+        "t",
+        Point(0, 0),
+        turns=(Turn("3", Point(1, 2)), Turn(RECORD.id)),  # type: ignore[arg-type]
+    ),
+    "a named tuple subclass and a plain tuple": Drawing(
+        "t",
+        Point(0, 0),
+        turns=(TurnPlus(1), (2, None)),  # type: ignore[arg-type]
+    ),
     "values to infer": Drawing(
         {"when": datetime(2024, 1, 1, tzinfo=UTC), "id": RECORD.id, "set": {1}},
         Point(0, 0),

@@ -25,17 +25,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import operator
 import os
 import re
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
+from ._redaction_values import NO_ITEMS as _NO_ITEMS
+from ._redaction_values import Getter as _Getter
+from ._redaction_values import getter as _getter
+from ._redaction_values import numeric_only as _numeric_only
+from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
+from ._redaction_values import type_hints as _hints
 
 __all__ = [
     "DEFAULT_SECRET_ENV_NAMES",
@@ -146,38 +149,7 @@ _MAX_VALUES = 100_000
 _UNSEEN: Any = object()
 _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
-
-
-def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """`obj -> (obj.<name>, ...)` in one call (`attrgetter` returns a bare value for one)."""
-    if len(names) > 1:
-        return operator.attrgetter(*names)
-    if names:
-        only = names[0]
-        return lambda obj: (getattr(obj, only),)
-    return lambda obj: ()
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls, include_extras=False)
-    except Exception:  # an unresolvable annotation: every field counts as text
-        return {}
-
-
-def _numeric_only(tp: Any, seen: frozenset[type] = frozenset()) -> bool:
-    """Whether a value declared as `tp` is never text.
-
-    True for numbers, booleans, None, and unions and dataclasses made only of those.
-    """
-    if tp in (int, float, bool, type(None)):
-        return True
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return all(_numeric_only(arg, seen) for arg in typing.get_args(tp))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and tp not in seen:
-        hints = _hints(tp)
-        return all(_numeric_only(hints.get(f.name), seen | {tp}) for f in dataclasses.fields(tp))
-    return False
+_NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
@@ -373,7 +345,7 @@ class Redactor:
         """
         stack: list[Any] = [value]
         push, pop, append = stack.append, stack.pop, out.append
-        classes = self._classes
+        classes, secret_keys = self._classes, self._secret_keys
         budget = _MAX_VALUES  # values looked at; a huge or cyclic value is left to `finds`
         while stack:
             item = pop()
@@ -394,12 +366,19 @@ class Redactor:
                 if how is _MAPPING:
                     parts = []
                     for key, inner in item.items():
-                        if type(key) is not str or self._secret_key(key):
+                        if type(key) is not str:
+                            return False
+                        secret = secret_keys.get(key)
+                        if secret is None:
+                            secret = self._secret_key(key)
+                        if secret:
                             return False
                         append(key)
                         parts.append(inner)
                 elif how is _ITEMS:
                     parts = item
+                elif how is _NUMBERS:
+                    continue
                 elif how is None:
                     return False
                 else:
@@ -410,7 +389,7 @@ class Redactor:
             for part in parts:
                 if type(part) is str:
                     append(part)
-                elif part is not None:
+                elif part is not None and part is not _NO_ITEMS:  # no need to stack `()`
                     push(part)
         return True
 
@@ -418,13 +397,14 @@ class Redactor:
         """How `_collect` reads an instance of `cls` (not a builtin it knows).
 
         `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
-        items), a getter of a dataclass's text fields (`_text_fields`), or None: it
-        cannot vouch for the class.
+        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
+        getter of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
+        for the class.
         """
         if dataclasses.is_dataclass(cls):
             return self._text_fields(cls)
         if issubclass(cls, tuple):
-            return _ITEMS
+            return _NUMBERS if _own_numeric_named_tuple(cls) else _ITEMS
         if issubclass(cls, Mapping):
             return _MAPPING
         return None
@@ -435,7 +415,7 @@ class Redactor:
             secret = self._secret_keys[key] = self._fields.search(key) is not None
         return secret
 
-    def _text_fields(self, cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    def _text_fields(self, cls: type) -> _Getter | None:
         """For dataclass `cls`: a function of an instance -> its fields that may hold text.
 
         None for a class that is not a dataclass, or one with a secret-looking field name

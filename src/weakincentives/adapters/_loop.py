@@ -142,6 +142,7 @@ class _RunState:
         tracker: BudgetTracker,
     ) -> None:
         self.prompt = prompt
+        self.name = prompt.name  # read for every event and request: looked up once
         self.rendered = rendered
         self.session = session
         self.clock = clock
@@ -182,7 +183,7 @@ class _RunState:
                     tools=specs,
                     output_type=rendered.output_type,
                     output_schema=schema,
-                    prompt_name=prompt.name,
+                    prompt_name=self.name,
                     turn=self.model_requests,
                     timeout=deadline.remaining() if deadline is not None else None,
                 )
@@ -231,21 +232,22 @@ class _RunState:
             )
 
     def _finish(self) -> PromptResponse[Any]:
-        prompt = self.prompt
+        template, name = self.prompt.template, self.name
         text = self.messages[-1].content
         # A plain-text prompt's output is its text, so `response.output` is the answer
         # whichever kind of prompt ran (the spec's `run_eval` reads `response.output`).
         output: Any = text
-        if self.rendered.output_type is not None:
+        output_type = self.rendered.output_type
+        if output_type is not None:
             self.parsing = True
-            output = parse_output(self.rendered.output_type, text, prompt.name)
+            output = parse_output(output_type, text, name)
             self.parsing = False
         usage = self.tracker.usage
         self.session.dispatch(
             PromptExecuted(
-                prompt_ns=prompt.template.ns,
-                prompt_key=prompt.template.key,
-                prompt_name=prompt.name,
+                prompt_ns=template.ns,
+                prompt_key=template.key,
+                prompt_name=name,
                 text=text,
                 output=output,
                 usage=usage,
@@ -257,7 +259,7 @@ class _RunState:
             ),
         )
         return PromptResponse(
-            prompt_name=prompt.name,
+            prompt_name=name,
             text=text,
             output=output,
             usage=usage,

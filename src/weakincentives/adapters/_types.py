@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar, runtime_checkable
 
 from typing_extensions import TypeVar as DefaultTypeVar
 
+from weakincentives._frozen import quick_init
 from weakincentives.prompt import Prompt, ToolSpec
 from weakincentives.runtime.limits import Budget, Deadline
 from weakincentives.runtime.session import ChatMessage, Session, TokenUsage
@@ -34,6 +35,7 @@ Heartbeat = Callable[[], None]
 
 
 # No slots: `PromptResponse[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@quick_init
 @dataclass(frozen=True)
 class PromptResponse(Generic[OutputT]):
     """The result of running a prompt to its final answer."""
@@ -57,6 +59,7 @@ class PromptResponse(Generic[OutputT]):
     """How many tool calls were executed."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """One model call: the conversation so far and what the model may do next."""
@@ -94,6 +97,7 @@ class ModelRequest:
         return tuple(reversed(out))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ModelTurn:
     """What one model call returned."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.prompt import Prompt
@@ -56,6 +57,7 @@ __all__ = [
 OutputT = TypeVar("OutputT")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FunctionReply:
     """The next assistant turn, as a function model returns it."""
@@ -263,13 +265,18 @@ class FunctionAdapter:
         text = reply.text
         if reply.output is not None:
             text = serde.dumps(reply.output).decode()
-        calls = tuple(
-            ToolCall(id=c.id or f"call_{request.turn}_{i}", name=c.name, arguments=c.arguments)
-            for i, c in enumerate(reply.tool_calls)
+        calls = (
+            tuple(
+                ToolCall(id=c.id or f"call_{request.turn}_{i}", name=c.name, arguments=c.arguments)
+                for i, c in enumerate(reply.tool_calls)
+            )
+            if reply.tool_calls
+            else ()
         )
         usage = reply.usage or TokenUsage(
-            input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
-            output_tokens=estimate_tokens(text) + sum(estimate_tokens(c.arguments) for c in calls),
+            input_tokens=sum([estimate_tokens(m.content) for m in request.messages]),
+            output_tokens=estimate_tokens(text)
+            + sum([estimate_tokens(c.arguments) for c in calls]),
         )
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives.errors import PromptParamsError, PromptRenderError
 from weakincentives.prompt._overrides import (
     PromptOverridesStore,
@@ -137,6 +138,7 @@ class PromptTemplate(Generic[OutputT]):
         return self._display_name  # type: ignore[attr-defined,no-any-return]  # __post_init__
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RenderedPrompt:
     """A prompt ready to send: messages, tools and what was applied."""
@@ -157,6 +159,7 @@ class RenderedPrompt:
 
 
 # No slots: `Prompt[T](...)` sets __orig_class__, which slotted frozen classes reject.
+@quick_init
 @dataclass(frozen=True)
 class Prompt(Generic[OutputT]):
     """A template plus bound params and where its overrides come from.
@@ -327,7 +330,7 @@ class _Fill:
     substitution per section per sample.
     """
 
-    __slots__ = ("body", "literals", "names", "prefix", "section")
+    __slots__ = ("body", "head", "literals", "names", "prefix", "section")
 
     def __init__(
         self, section: MarkdownSection[Any], literals: tuple[str, ...], names: tuple[str, ...]
@@ -337,6 +340,7 @@ class _Fill:
         self.literals = literals
         self.names = names
         self.prefix = f"## {section.title}\n\n" if section.title else ""
+        self.head = self.prefix + literals[0]
 
     def text(self, prompt: Prompt[Any]) -> str:
         """The section rendered for `prompt`, as `Prompt.render` renders it."""
@@ -355,7 +359,9 @@ class _Fill:
                 return f"{self.prefix}{prompt._fill(section, self.body)}".strip()
             values = [source[name] for name in names]
         literals = self.literals
-        out = [self.prefix, literals[0]]
+        if len(values) == 1:  # the common case: one placeholder
+            return (self.head + str(values[0]) + literals[1]).strip()
+        out = [self.head]
         for value, literal in zip(values, literals[1:], strict=True):
             out.append(str(value))
             out.append(literal)
@@ -420,8 +426,12 @@ class _RenderPlan:
                 messages.append(message)
                 continue
             role, parts = message
-            texts = [part if type(part) is str else part.text(prompt) for part in parts]  # type: ignore[union-attr]
-            messages.append(ChatMessage(role=cast(Any, role), content="\n\n".join(texts)))
+            if len(parts) == 1:  # one section with placeholders: its text is the message's
+                content = cast(_Fill, parts[0]).text(prompt)
+            else:
+                texts = [part if type(part) is str else part.text(prompt) for part in parts]  # type: ignore[union-attr]
+                content = "\n\n".join(texts)
+            messages.append(ChatMessage(role=cast(Any, role), content=content))
         return RenderedPrompt(
             messages=tuple(messages), tools=self.tools, output_type=self.output_type
         )

@@ -34,7 +34,13 @@ _iterencode = (
 )  # fmt: skip
 
 
+_encode_str = json.encoder.encode_basestring
+"""What the encoder writes for a string (`ensure_ascii=False`), called directly: ids."""
+
+
 def _encode(value: Any) -> str:
+    if type(value) is str:
+        return _encode_str(value)
     if _iterencode is None:  # pragma: no cover - CPython always has the C encoder
         return _ENCODER.encode(value)
     return "".join(_iterencode(value, 0))

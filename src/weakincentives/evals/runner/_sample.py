@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from weakincentives import serde
+from weakincentives._frozen import quick_init
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.runtime.agent_loop import FunctionLoop
 from weakincentives.runtime.limits import Budget, Deadline
@@ -71,6 +72,7 @@ SAMPLE_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, Keybo
 """What the code under test may raise and still end only its own sample (see the module)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SampleOutcome:
     """An `EvalResult` plus the live objects a caller may want (bundles, environments)."""
@@ -277,6 +279,7 @@ def score_finished(
     return _score(evaluator, record, extras, output, session, response)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _Record:
     """What every result of one sample is recorded with, besides its score."""

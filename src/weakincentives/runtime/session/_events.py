@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
+from weakincentives._frozen import quick_init
+
 __all__ = [
     "ChatMessage",
     "PromptExecuted",
@@ -21,6 +23,7 @@ __all__ = [
 ]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
     """Tokens used by one or more model calls."""
@@ -75,6 +78,7 @@ class TurnUsage(NamedTuple):
     """Dollars the call cost at its model's price (None: unpriced, or no price table)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call requested by the model."""
@@ -107,6 +111,7 @@ class ThinkingBlock:
     opaque data is in `signature`."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One message of a conversation, in the chat-completions shape."""
@@ -127,6 +132,7 @@ class ChatMessage:
     """For a `tool` message: the tool failed (providers that mark failed results see it)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool handler returns; `message` goes back to the model."""
@@ -139,6 +145,7 @@ class ToolResult:
     """False when the tool failed; the model sees the message and may try again."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptRendered:
     """A prompt was rendered and is about to be sent."""
@@ -163,6 +170,7 @@ class PromptRendered:
     """Qualified name of the structured output type, None for a text prompt."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInvoked:
     """A tool call was executed (or rejected) during a run."""
@@ -185,6 +193,7 @@ class ToolInvoked:
     """Name of the prompt whose run called the tool."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptExecuted:
     """A prompt run finished with an answer."""
@@ -218,6 +227,7 @@ FailureStage = Literal["agent", "output_parsing", "timeout", "budget"]
 answer into the output type (`output_parsing`), the deadline, or the token budget."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptFailed:
     """A prompt run raised before its answer: the evidence gathered up to the failure.
