@@ -382,15 +382,20 @@ class LocalRun:
 
     def _write(self, results: list[EvalResult]) -> None:
         """Record `results` with one write; queue them for the progress sink."""
-        handle, pending = self.handle, self._pending
+        self._append(results)
+        pending = self._pending
+        if pending is not None:
+            pending.extend(map(slim, results) if self.handle is not None else results)
+
+    def _append(self, results: list[EvalResult]) -> None:
+        """Record `results`: one write to the run store, or kept in memory without one."""
+        handle = self.handle
         if handle is None:
             self.results.extend(results)
         else:
             handle.extend(results)
             for _ in results:
                 next(self._appended)
-        if pending is not None:
-            pending.extend(map(slim, results) if handle is not None else results)
 
     async def _worker(self, work: Iterator[_Work], limiter: anyio.CapacityLimiter) -> None:
         handle, results, advance = self.handle, self.results, self.progress.advance
@@ -419,12 +424,7 @@ class LocalRun:
             self.max_cost is not None,
             self.fail_fast.see,
         )
-        if handle is None:
-            self.results.extend(results)
-        else:
-            handle.extend(results)
-            for _ in results:
-                next(self._appended)
+        self._append(results)
         for result in results:
             if capped:
                 self._spend(result)
