@@ -53,22 +53,23 @@ def quick_init(cls: type[T]) -> type[T]:
     keyword: list[str] = []
     body: list[str] = [] if slotted else ["_fields = self.__dict__"]
     for i, f in enumerate(fields):
-        value = f.name
+        has_default = f.default is not dataclasses.MISSING
+        has_factory = f.default_factory is not dataclasses.MISSING
+        if has_default:
+            namespace[f"_default_{i}"] = f.default
+        elif has_factory:
+            namespace[f"_factory_{i}"] = f.default_factory
         if f.init:
-            parameter = f.name
-            if f.default is not dataclasses.MISSING:
-                namespace[f"_default_{i}"] = f.default
+            parameter = value = f.name
+            if has_default:
                 parameter = f"{f.name}=_default_{i}"
-            elif f.default_factory is not dataclasses.MISSING:
-                namespace[f"_factory_{i}"] = f.default_factory
+            elif has_factory:
                 parameter = f"{f.name}=_FACTORY"
                 value = f"_factory_{i}() if {f.name} is _FACTORY else {f.name}"
             (keyword if f.kw_only else positional).append(parameter)
-        elif f.default is not dataclasses.MISSING:
-            namespace[f"_default_{i}"] = f.default
+        elif has_default:
             value = f"_default_{i}"
-        elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory_{i}"] = f.default_factory
+        elif has_factory:
             value = f"_factory_{i}()"
         else:
             continue  # init=False without a default: `dataclasses` leaves it unset too

@@ -24,9 +24,11 @@ class Floats(Sequence[float]):
 
     def __init__(self, values: Iterable[float] | bytes = ()) -> None:
         """Keep `values` (floats, or the raw bytes of native `float64` values)."""
-        self._values = array("d", values) if not isinstance(values, bytes) else array("d")
+        self._values = array("d")
         if isinstance(values, bytes):
             self._values.frombytes(values)
+        else:
+            self._values.extend(values)
 
     def __len__(self) -> int:
         return len(self._values)
