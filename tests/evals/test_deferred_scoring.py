@@ -232,6 +232,9 @@ def test_while_samples_remain_a_wave_of_ended_calls_starts_every_next_sample_fir
                                            max_concurrent=4))  # fmt: skip
             for i in range(4):  # the first wave ends, one call after another
                 await calls.end(f"q{i}")
+            with anyio.fail_after(2.0):  # well within the quiet period
+                while "start q7" not in calls.events:  # trio runs woken tasks in any order
+                    await anyio.sleep(0)
             wave.extend(calls.events)
             for i in range(4, 12):
                 await calls.end(f"q{i}")
@@ -240,7 +243,7 @@ def test_while_samples_remain_a_wave_of_ended_calls_starts_every_next_sample_fir
 
     # q0 is scored at once (the first results may stop a failing run); q1 to q3 end
     # while samples remain to start: none is scored before all four next samples start.
-    assert wave[-1] == "start q7" and "score q0" in wave
+    assert "score q0" in wave
     assert not {"score q1", "score q2", "score q3"} & set(wave)
     assert sorted(e for e in calls.events if e.startswith("score")) == sorted(
         f"score q{i}" for i in range(12)
