@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import pytest
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
 from weakincentives import serde
 from weakincentives._redaction_text import alternation as _alternation
+from weakincentives._redaction_values import reader
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
@@ -265,3 +268,29 @@ def test_a_keep_group_anywhere_in_a_users_pattern_is_kept() -> None:
         policy.redactor({}).text("xabcdefy id=42 id=")
         == "x[REDACTED]cd[REDACTED]y id=[REDACTED] id="
     )
+
+
+_PARTS: list[Any] = ["text", "", None, (), [], ("a", 1), {"k": "v"}, 0, 1.5, True, _Pair("p", 2)]
+
+
+@pytest.mark.parametrize("names", [("a", "b", "c"), ("a",), (), ("class", "b")])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_reader_sorts_the_fields_as_a_loop_over_their_values_does(
+    names: tuple[str, ...], seed: int
+) -> None:
+    # What `Redactor._collect` did with a dataclass's field values before readers: strings
+    # out, None and `()` dropped, the rest stacked, in field order (a keyword as a field
+    # name takes the generic reader).
+    rng = random.Random(seed)
+    obj = SimpleNamespace(**{name: rng.choice(_PARTS) for name in names})
+    expected_out: list[str] = []
+    expected_stack: list[Any] = []
+    for part in (getattr(obj, name) for name in names):
+        if type(part) is str:
+            expected_out.append(part)
+        elif part is not None and part != ():
+            expected_stack.append(part)
+    out: list[str] = []
+    stack: list[Any] = []
+    assert reader(names)(obj, out.append, stack.append) == len(names)
+    assert (out, stack) == (expected_out, expected_stack)

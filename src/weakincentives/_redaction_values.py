@@ -6,29 +6,65 @@ Part of `redaction` (see `Redactor._collect`), kept apart to keep that module re
 from __future__ import annotations
 
 import dataclasses
-import operator
+import keyword
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["NO_ITEMS", "Getter", "getter", "numeric_only", "own_numeric_named_tuple", "type_hints"]
+__all__ = [
+    "NO_ITEMS",
+    "Reader",
+    "numeric_only",
+    "own_numeric_named_tuple",
+    "reader",
+    "type_hints",
+]
 
 NO_ITEMS: tuple[()] = ()
 """The empty tuple (one object in CPython): `Redactor._collect` does not stack it."""
 
-Getter = Callable[[Any], tuple[Any, ...]]
-"""`obj -> (obj.<name>, ...)`: the values of a dataclass's fields that may hold text."""
+Reader = Callable[[Any, Callable[[str], None], Callable[[Any], None]], int]
+"""`read(obj, append, push) -> n`: of a dataclass's fields that may hold text, in order,
+appends each string to the strings found and pushes each other value (but None and `()`)
+to be read later; returns `n`, how many fields it read."""
 
 
-def getter(names: tuple[str, ...]) -> Getter:
-    """`obj -> (obj.<name>, ...)` in one call (`attrgetter` returns a bare value for one)."""
-    if len(names) > 1:
-        return operator.attrgetter(*names)
-    if names:
-        only = names[0]
-        return lambda obj: (getattr(obj, only),)
-    return lambda obj: ()
+def reader(names: tuple[str, ...]) -> Reader:
+    """A `Reader` of the fields `names` (each a valid identifier), made once per class.
+
+    The same appends and pushes, in the same order, as looping over the field values
+    and sorting each (what `Redactor._collect` does with a container's parts), written
+    out field by field: no tuple of values, no loop (this runs per record written).
+    """
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+        return _generic_reader(names)
+    lines = ["def read(obj, append, push):"]
+    for name in names:
+        lines += [
+            f"    value = obj.{name}",
+            "    if type(value) is str:",
+            "        append(value)",
+            "    elif value is not None and value is not NO_ITEMS:",
+            "        push(value)",
+        ]
+    lines.append(f"    return {len(names)}")
+    namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS}
+    exec("\n".join(lines), namespace)  # field names of a dataclass only
+    return cast(Reader, namespace["read"])
+
+
+def _generic_reader(names: tuple[str, ...]) -> Reader:
+    def read(obj: Any, append: Callable[[str], None], push: Callable[[Any], None]) -> int:
+        for name in names:
+            value = getattr(obj, name)
+            if type(value) is str:
+                append(value)
+            elif value is not None and value is not NO_ITEMS:
+                push(value)
+        return len(names)
+
+    return read
 
 
 def type_hints(cls: type) -> dict[str, Any]:

@@ -34,10 +34,10 @@ from typing import Any
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
-from ._redaction_values import Getter as _Getter
-from ._redaction_values import getter as _getter
+from ._redaction_values import Reader as _Reader
 from ._redaction_values import numeric_only as _numeric_only
 from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
+from ._redaction_values import reader as _reader
 from ._redaction_values import type_hints as _hints
 
 __all__ = [
@@ -274,7 +274,10 @@ class Redactor:
         """Whether `text` holds anything a net would replace (a secret-looking JSON key too).
 
         The cheap test before `data` on a serialized record: a few substring and guarded
-        regex searches, and each distinct JSON key checked once per redactor.
+        regex searches, and each distinct JSON key checked once per redactor. On JSON
+        text, a newline or tab inside a string is an escape (a backslash and a letter),
+        not the blank that `Bearer <token>` or `password = <value>` needs: to vouch for
+        JSON data, parse it and ask `finds_in`.
         """
         lower = text.lower()
         if self._finds_secret(text, lower):
@@ -364,8 +367,7 @@ class Redactor:
                 if how is _UNSEEN:
                     how = classes[kind] = self._how_to_read(kind)
                 if how is _MAPPING:
-                    parts = []
-                    for key, inner in item.items():
+                    for key in item:
                         if type(key) is not str:
                             return False
                         secret = secret_keys.get(key)
@@ -374,15 +376,18 @@ class Redactor:
                         if secret:
                             return False
                         append(key)
-                        parts.append(inner)
+                    parts = item.values()
                 elif how is _ITEMS:
                     parts = item
                 elif how is _NUMBERS:
                     continue
                 elif how is None:
                     return False
-                else:
-                    parts = how(item)
+                else:  # a dataclass: its reader sorts its parts as the loop below does
+                    budget -= how(item, append, push) + 1
+                    if budget < 0:
+                        return False
+                    continue
             budget -= len(parts) + 1
             if budget < 0:
                 return False
@@ -398,7 +403,7 @@ class Redactor:
 
         `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
         items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
-        getter of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
+        `Reader` of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
         for the class.
         """
         if dataclasses.is_dataclass(cls):
@@ -415,8 +420,8 @@ class Redactor:
             secret = self._secret_keys[key] = self._fields.search(key) is not None
         return secret
 
-    def _text_fields(self, cls: type) -> _Getter | None:
-        """For dataclass `cls`: a function of an instance -> its fields that may hold text.
+    def _text_fields(self, cls: type) -> _Reader | None:
+        """For dataclass `cls`: a `Reader` of an instance's fields that may hold text.
 
         None for a class that is not a dataclass, or one with a secret-looking field name
         (a key of its JSON form). Of this package's own records, the fields declared as
@@ -433,7 +438,7 @@ class Redactor:
         if cls.__module__.partition(".")[0] == "weakincentives":
             hints = _hints(cls)
             names = [name for name in names if not _numeric_only(hints.get(name))]
-        return _getter(tuple(names))
+        return _reader(tuple(names))
 
     def _finds_secret(self, text: str, lower: str) -> bool:
         for form in self._literal_forms:
