@@ -294,3 +294,46 @@ def test_a_reader_sorts_the_fields_as_a_loop_over_their_values_does(
     stack: list[Any] = []
     assert reader(names)(obj, out.append, stack.append) == len(names)
     assert (out, stack) == (expected_out, expected_stack)
+
+
+class _Shouted(ChatMessage):
+    """A message of a subclass: not the declared class, so read as any other value."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    text: str
+    children: tuple[_Node, ...] = ()
+    parent: _Node | None = None
+
+
+_Node.__module__ = "weakincentives._test_node"  # read as this package's records are
+
+
+@pytest.mark.parametrize(("name", "text", "secret"), PLANTED[:4], ids=[p[0] for p in PLANTED[:4]])
+def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
+    name: str, text: str, secret: str
+) -> None:
+    # A result's score, messages and turns are read in place when they hold the declared
+    # classes; anything else there is still read.
+    redactor = RedactionPolicy().redactor(environ={})
+    odd: list[dict[str, Any]] = [
+        {"messages": (_Shouted(role="user", content=text),)},
+        {"messages": (ChatMessage(role="user", content="ok"), text)},
+        {"messages": [ChatMessage(role="user", content=text)]},
+        {"messages": (ChatMessage(role="user", content={"deep": [text]}),)},
+        {"turns": (TurnUsage(1, 2, None), text)},
+        {"turns": [text]},
+        {"score": text},
+    ]
+    for change in odd:
+        assert redactor.finds_in(_result(**change)) is True, (name, change)
+    assert redactor.finds_in(_result(turns=(TurnUsage(1, 2, None),))) is False
+
+
+def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
+    redactor = default_redactor(environ={})
+    leaf = _Node("sk-proj-abcdefghijklmnop1234567890")
+    tree = _Node("root", children=(_Node("a", children=(leaf,)), _Node("b")), parent=_Node("p"))
+    assert redactor.finds_in(tree) is True
+    assert redactor.finds_in(_Node("root", children=(_Node("a"),), parent=_Node("p"))) is False

@@ -9,11 +9,13 @@ import dataclasses
 import keyword
 import types
 import typing
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 __all__ = [
     "NO_ITEMS",
+    "Inline",
     "Reader",
     "numeric_only",
     "own_numeric_named_tuple",
@@ -27,29 +29,74 @@ NO_ITEMS: tuple[()] = ()
 Reader = Callable[[Any, Callable[[str], None], Callable[[Any], None]], int]
 """`read(obj, append, push) -> n`: of a dataclass's fields that may hold text, in order,
 appends each string to the strings found and pushes each other value (but None and `()`)
-to be read later; returns `n`, how many fields it read."""
+to be read later; returns `n`, how many values it looked at (the caller's budget)."""
 
 
-def reader(names: tuple[str, ...]) -> Reader:
+@dataclass(frozen=True)
+class Inline:
+    """How a `Reader` reads a field's value of the declared class itself, not pushing it.
+
+    Each value is still checked: one whose class is not exactly `cls` is sorted (and
+    pushed) as any other.
+    """
+
+    kind: Literal["one", "many", "numbers"]
+    """`one`: the value is a `cls`; `many`: a tuple of them; `numbers`: a tuple of
+    `cls`, a named tuple of numbers only (skipped)."""
+    cls: type
+    """The declared class."""
+    read: Reader | None = None
+    """The `Reader` of `cls` (`one` and `many`)."""
+
+
+_SORT = """\
+{pad}if type({v}) is str:
+{pad}    append({v})
+{pad}elif {v} is not None and {v} is not NO_ITEMS:
+{pad}    push({v})"""
+"""What `Redactor._collect` does with each part of a container: strings out, None and
+`()` dropped, the rest stacked."""
+
+
+def reader(names: tuple[str, ...], inline: Mapping[str, Inline] | None = None) -> Reader:
     """A `Reader` of the fields `names` (each a valid identifier), made once per class.
 
-    The same appends and pushes, in the same order, as looping over the field values
-    and sorting each (what `Redactor._collect` does with a container's parts), written
-    out field by field: no tuple of values, no loop (this runs per record written).
+    Each field's value is sorted as `Redactor._collect` sorts a container's parts,
+    written out field by field: no tuple of values, no loop (this runs per record
+    written). A field in `inline` whose value is of its declared class is read here, by
+    that class's reader, rather than pushed: its strings come right after those before
+    it (the check joins them all; their order does not change what it finds).
     """
     if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
         return _generic_reader(names)
-    lines = ["def read(obj, append, push):"]
-    for name in names:
-        lines += [
-            f"    value = obj.{name}",
-            "    if type(value) is str:",
-            "        append(value)",
-            "    elif value is not None and value is not NO_ITEMS:",
-            "        push(value)",
-        ]
-    lines.append(f"    return {len(names)}")
+    inline = inline or {}
     namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS}
+    lines = ["def read(obj, append, push):", f"    n = {len(names)}"]
+    for i, name in enumerate(names):
+        lines.append(f"    value = obj.{name}")
+        how = inline.get(name)
+        if how is None:
+            lines.append(_SORT.format(pad="    ", v="value"))
+            continue
+        namespace[f"cls_{i}"], namespace[f"read_{i}"] = how.cls, how.read
+        if how.kind == "one":
+            lines += [
+                f"    if type(value) is cls_{i}:",
+                f"        n += read_{i}(value, append, push)",
+            ]
+            lines.append(_SORT.format(pad="    ", v="value").replace("if", "elif", 1))
+            continue
+        lines += ["    if type(value) is tuple:", "        n += len(value)"]
+        lines.append("        for item in value:")
+        if how.kind == "many":
+            lines += [f"            if type(item) is cls_{i}:"]
+            lines += [f"                n += read_{i}(item, append, push)"]
+            lines.append(_SORT.format(pad="            ", v="item").replace("if", "elif", 1))
+        else:  # numbers: nothing to read in an item of the declared class
+            lines.append(f"            if type(item) is not cls_{i}:")
+            lines.append(_SORT.format(pad="                ", v="item"))
+        lines.append(_SORT.format(pad="    ", v="value").replace("if", "elif", 1))
+    lines.append("    return n")
     exec("\n".join(lines), namespace)  # field names of a dataclass only
     return cast(Reader, namespace["read"])
 

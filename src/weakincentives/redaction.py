@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
+from ._redaction_values import Inline as _Inline
 from ._redaction_values import Reader as _Reader
 from ._redaction_values import numeric_only as _numeric_only
 from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
@@ -398,7 +400,7 @@ class Redactor:
                     push(part)
         return True
 
-    def _how_to_read(self, cls: type) -> Any:
+    def _how_to_read(self, cls: type, building: frozenset[type] = frozenset()) -> Any:
         """How `_collect` reads an instance of `cls` (not a builtin it knows).
 
         `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
@@ -407,7 +409,7 @@ class Redactor:
         for the class.
         """
         if dataclasses.is_dataclass(cls):
-            return self._text_fields(cls)
+            return self._text_fields(cls, building)
         if issubclass(cls, tuple):
             return _NUMBERS if _own_numeric_named_tuple(cls) else _ITEMS
         if issubclass(cls, Mapping):
@@ -420,14 +422,19 @@ class Redactor:
             secret = self._secret_keys[key] = self._fields.search(key) is not None
         return secret
 
-    def _text_fields(self, cls: type) -> _Reader | None:
+    def _text_fields(self, cls: type, building: frozenset[type] = frozenset()) -> _Reader | None:
         """For dataclass `cls`: a `Reader` of an instance's fields that may hold text.
 
         None for a class that is not a dataclass, or one with a secret-looking field name
         (a key of its JSON form). Of this package's own records, the fields declared as
         numbers or booleans only (`int`, `float | None`, a dataclass of such fields...)
         are left out: they are built by this package's code, which fills them as
-        declared. A user's class is read whole (its annotations are not enforced).
+        declared; and a field declared as a dataclass, or a tuple of them, is read in
+        place by that class's reader (a result's score and messages: see `reader`), as
+        is a tuple of this package's named tuples of numbers (skipped). `building` holds
+        the classes whose readers are being made, which are not read in place (a class
+        that holds itself). A user's class is read whole (its annotations are not
+        enforced).
         """
         if not dataclasses.is_dataclass(cls):
             return None
@@ -435,10 +442,35 @@ class Redactor:
         if any(self._secret_key(f.name) for f in fields):
             return None
         names = [f.name for f in fields]
+        inline: dict[str, _Inline] = {}
         if cls.__module__.partition(".")[0] == "weakincentives":
             hints = _hints(cls)
             names = [name for name in names if not _numeric_only(hints.get(name))]
-        return _reader(tuple(names))
+            for name in names:
+                how = self._inline(hints.get(name), building | {cls})
+                if how is not None:
+                    inline[name] = how
+        return _reader(tuple(names), inline)
+
+    def _inline(self, tp: Any, building: frozenset[type]) -> _Inline | None:
+        """How a reader reads a field declared as `tp` in place, if it can (`_text_fields`)."""
+        args = typing.get_args(tp)
+        if typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis:
+            item = args[0]
+            if isinstance(item, type) and issubclass(item, tuple):
+                return _Inline("numbers", item) if _own_numeric_named_tuple(item) else None
+            read = self._nested_reader(item, building)
+            return None if read is None else _Inline("many", item, read)
+        read = self._nested_reader(tp, building)
+        return None if read is None else _Inline("one", tp, read)
+
+    def _nested_reader(self, tp: Any, building: frozenset[type]) -> _Reader | None:
+        if not isinstance(tp, type) or not dataclasses.is_dataclass(tp) or tp in building:
+            return None
+        how = self._classes.get(tp, _UNSEEN)
+        if how is _UNSEEN:
+            how = self._classes[tp] = self._how_to_read(tp, building)
+        return how if callable(how) else None
 
     def _finds_secret(self, text: str, lower: str) -> bool:
         for form in self._literal_forms:
