@@ -321,7 +321,7 @@ def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
         {"messages": (_Shouted(role="user", content=text),)},
         {"messages": (ChatMessage(role="user", content="ok"), text)},
         {"messages": [ChatMessage(role="user", content=text)]},
-        {"messages": (ChatMessage(role="user", content={"deep": [text]}),)},
+        {"messages": (ChatMessage(role="user", content={"deep": [text]}),)},  # type: ignore[arg-type]  # a value of the wrong type
         {"turns": (TurnUsage(1, 2, None), text)},
         {"turns": [text]},
         {"score": text},
