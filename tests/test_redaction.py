@@ -337,3 +337,20 @@ def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
     tree = _Node("root", children=(_Node("a", children=(leaf,)), _Node("b")), parent=_Node("p"))
     assert redactor.finds_in(tree) is True
     assert redactor.finds_in(_Node("root", children=(_Node("a"),), parent=_Node("p"))) is False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"output": {"api_key": "plain"}}, id="secret-key-in-the-output"),
+        pytest.param({"metadata": {"Authorization": "x"}}, id="secret-key-in-the-metadata"),
+        pytest.param({"input": {"q": {"password": "x"}}}, id="nested-secret-key"),
+        pytest.param({"expected": {1: "int key"}}, id="non-string-key"),
+        pytest.param({"environment": {"when": datetime(2026, 1, 2, tzinfo=UTC)}}, id="custom"),
+    ],
+)
+def test_finds_in_cannot_vouch_for_a_result_holding_a_secret_key_or_an_odd_value(
+    change: dict[str, Any],
+) -> None:
+    assert default_redactor(environ={}).finds_in(_result(**change)) is None
+    assert default_redactor(environ={}).finds_in(_result(output={"ok": "1"})) is False

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 __all__ = [
+    "CANNOT",
     "NO_ITEMS",
     "Inline",
     "Reader",
@@ -29,7 +30,11 @@ NO_ITEMS: tuple[()] = ()
 Reader = Callable[[Any, Callable[[str], None], Callable[[Any], None]], int]
 """`read(obj, append, push) -> n`: of a dataclass's fields that may hold text, in order,
 appends each string to the strings found and pushes each other value (but None and `()`)
-to be read later; returns `n`, how many values it looked at (the caller's budget)."""
+to be read later; returns `n`, how many values it looked at (the caller's budget), or
+`CANNOT` (more than any budget) when it found a value that cannot be vouched for."""
+
+CANNOT = 1 << 62
+"""What a `Reader` returns for a value that cannot be vouched for (see `Inline`)."""
 
 
 @dataclass(frozen=True)
@@ -40,13 +45,17 @@ class Inline:
     pushed) as any other.
     """
 
-    kind: Literal["one", "many", "numbers"]
+    kind: Literal["one", "many", "numbers", "mapping"]
     """`one`: the value is a `cls`; `many`: a tuple of them; `numbers`: a tuple of
-    `cls`, a named tuple of numbers only (skipped)."""
+    `cls`, a named tuple of numbers only (skipped); `mapping`: a `dict` (`cls`), whose
+    keys are read as strings (a key that is none, or looks secret, cannot be vouched
+    for: `secret_key` tells) and whose values are sorted."""
     cls: type
     """The declared class."""
     read: Reader | None = None
     """The `Reader` of `cls` (`one` and `many`)."""
+    secret_key: Callable[[str], bool] | None = None
+    """Whether a key looks secret (`mapping`)."""
 
 
 _SORT = """\
@@ -70,7 +79,7 @@ def reader(names: tuple[str, ...], inline: Mapping[str, Inline] | None = None) -
     if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
         return _generic_reader(names)
     inline = inline or {}
-    namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS}
+    namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS, "CANNOT": CANNOT}
     lines = ["def read(obj, append, push):", f"    n = {len(names)}"]
     for i, name in enumerate(names):
         lines.append(f"    value = obj.{name}")
@@ -79,6 +88,19 @@ def reader(names: tuple[str, ...], inline: Mapping[str, Inline] | None = None) -
             lines.append(_SORT.format(pad="    ", v="value"))
             continue
         namespace[f"cls_{i}"], namespace[f"read_{i}"] = how.cls, how.read
+        namespace[f"secret_key_{i}"] = how.secret_key
+        if how.kind == "mapping":
+            lines += [
+                f"    if type(value) is cls_{i}:",
+                "        n += len(value)",
+                "        for key, item in value.items():",
+                f"            if type(key) is not str or secret_key_{i}(key):",
+                "                return CANNOT",
+                "            append(key)",
+                _SORT.format(pad="            ", v="item"),
+                _SORT.format(pad="    ", v="value").replace("if", "elif", 1),
+            ]
+            continue
         if how.kind == "one":
             lines += [
                 f"    if type(value) is cls_{i}:",

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,6 +153,16 @@ _UNSEEN: Any = object()
 _MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
 _ITEMS: Any = object()  # ... and a tuple subclass: its items
 _NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
+
+
+def _may_hold_dict(tp: Any) -> bool:
+    """Whether a field declared as `tp` may hold a `dict` (`Any`, a mapping, a union)."""
+    if tp is Any or tp is dict:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_may_hold_dict(arg) for arg in typing.get_args(tp))
+    return origin is dict or origin is Mapping
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
@@ -462,7 +473,11 @@ class Redactor:
             read = self._nested_reader(item, building)
             return None if read is None else _Inline("many", item, read)
         read = self._nested_reader(tp, building)
-        return None if read is None else _Inline("one", tp, read)
+        if read is not None:
+            return _Inline("one", tp, read)
+        if _may_hold_dict(tp):
+            return _Inline("mapping", dict, secret_key=self._secret_key)
+        return None
 
     def _nested_reader(self, tp: Any, building: frozenset[type]) -> _Reader | None:
         if not isinstance(tp, type) or not dataclasses.is_dataclass(tp) or tp in building:
