@@ -492,7 +492,8 @@ class Redactor:
             if form in text:
                 return True
         if self._any_guard_word is not None and self._any_guard_word.search(lower) is None:
-            return any(pattern.compiled().search(text) for pattern in self._unguarded)
+            unguarded = self._unguarded  # none in the default policy: no generator made
+            return bool(unguarded) and any(p.compiled().search(text) for p in unguarded)
         for words, pattern in self._word_guarded:
             for word in words:
                 if word in lower:
