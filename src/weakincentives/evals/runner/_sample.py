@@ -332,7 +332,8 @@ def _score(
         result = _error(record, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
     prices = record.prices
-    judge_cost = None if prices is None else judge_cost_of(score, prices)
+    # A judge's cost is in its score's metrics: a score without any has none.
+    judge_cost = None if prices is None or not score.metrics else judge_cost_of(score, prices)
     result = _result(record, score, extras, _jsonable(output), judge_cost=judge_cost)
     return SampleOutcome(result, session, response)
 
