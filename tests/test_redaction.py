@@ -22,9 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
-from weakincentives import serde
+from weakincentives import redaction, serde
 from weakincentives._redaction_text import alternation as _alternation
-from weakincentives._redaction_values import reader
+from weakincentives._redaction_values import LazyReader, reader
 from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
 from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
@@ -118,6 +118,15 @@ def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture
 # -- `Redactor.finds_in`: the check on a record's values, before it is serialized ----------
 
 
+@pytest.fixture(params=["loop", "compiled"])
+def reader_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each `finds_in` test twice: records read by the loop of a class's first records, and
+    by the fast reader compiled after them (at once here), on new redactors."""
+    monkeypatch.setattr(redaction, "_COMPILE_AFTER", 0 if request.param == "compiled" else 10**9)
+    monkeypatch.setattr(redaction, "_DEFAULT", None)  # no redactor cached with the other
+    return str(request.param)
+
+
 @dataclass(frozen=True)
 class _Reply:
     text: str
@@ -147,6 +156,7 @@ def _result(**changes: Any) -> EvalResult:
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
     name: str, text: str, secret: str
 ) -> None:
@@ -176,6 +186,7 @@ def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
         pytest.param([{"metadata": {"Authorization": "x"}}], id="nested-secret-key"),
     ],
 )
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) -> None:
     redactor = default_redactor(environ={})
     assert redactor.finds_in(value) is None
@@ -192,16 +203,19 @@ def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) ->
         pytest.param(Decimal("1.5"), id="decimal"),
     ],
 )
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_cannot_tell_for_values_it_does_not_know(value: object) -> None:
     assert default_redactor(environ={}).finds_in(value) is None
 
 
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_leaves_a_cycle_to_the_full_check() -> None:
     loop: list[Any] = ["x"]
     loop.append(loop)
     assert default_redactor(environ={}).finds_in(loop) is None
 
 
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> None:
     result = _result(
         metadata={"keyword": "math", "topic": "tokens"},
@@ -211,6 +225,7 @@ def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> N
     assert default_redactor(environ={}).finds_in(result) is False
 
 
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_vouches_for_a_result_with_turns() -> None:
     # Per-turn usage (`TurnUsage`, a named tuple) is on every agent result: a result
     # holding it must not fall back to searching its whole JSON line.
@@ -311,6 +326,7 @@ _Node.__module__ = "weakincentives._test_node"  # read as this package's records
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED[:4], ids=[p[0] for p in PLANTED[:4]])
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
     name: str, text: str, secret: str
 ) -> None:
@@ -331,6 +347,7 @@ def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
     assert redactor.finds_in(_result(turns=(TurnUsage(1, 2, None),))) is False
 
 
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
     redactor = default_redactor(environ={})
     leaf = _Node("sk-proj-abcdefghijklmnop1234567890")
@@ -349,8 +366,25 @@ def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
         pytest.param({"environment": {"when": datetime(2026, 1, 2, tzinfo=UTC)}}, id="custom"),
     ],
 )
+@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_cannot_vouch_for_a_result_holding_a_secret_key_or_an_odd_value(
     change: dict[str, Any],
 ) -> None:
     assert default_redactor(environ={}).finds_in(_result(**change)) is None
     assert default_redactor(environ={}).finds_in(_result(output={"ok": "1"})) is False
+
+
+def test_a_class_is_read_by_its_compiled_reader_only_after_its_first_records() -> None:
+    # Compiling a fast reader costs about a millisecond: a process that writes a few
+    # results (a cold first run) must not pay it; one that writes many does, once.
+    redactor = RedactionPolicy().redactor(environ={})
+    for _ in range(3):
+        assert redactor.finds_in(_result()) is False
+    lazy = redactor._classes[EvalResult]
+    assert isinstance(lazy, LazyReader)
+    assert lazy.fast is None
+    for _ in range(redaction._COMPILE_AFTER):
+        assert redactor.finds_in(_result()) is False
+    assert not isinstance(redactor._classes[EvalResult], LazyReader)  # called directly now
+    assert lazy.fast is redactor._classes[EvalResult]
+    assert redactor.finds_in(_result(output="sk-proj-abcdefghijklmnop1234567890")) is True

@@ -17,6 +17,7 @@ __all__ = [
     "CANNOT",
     "NO_ITEMS",
     "Inline",
+    "LazyReader",
     "Reader",
     "numeric_only",
     "own_numeric_named_tuple",
@@ -58,69 +59,75 @@ class Inline:
     """Whether a key looks secret (`mapping`)."""
 
 
-_SORT = """\
-{pad}if type({v}) is str:
-{pad}    append({v})
-{pad}elif {v} is not None and {v} is not NO_ITEMS:
-{pad}    push({v})"""
-"""What `Redactor._collect` does with each part of a container: strings out, None and
-`()` dropped, the rest stacked."""
-
-
 def reader(names: tuple[str, ...], inline: Mapping[str, Inline] | None = None) -> Reader:
     """A `Reader` of the fields `names` (each a valid identifier), made once per class.
 
     Each field's value is sorted as `Redactor._collect` sorts a container's parts,
     written out field by field: no tuple of values, no loop (this runs per record
-    written). A field in `inline` whose value is of its declared class is read here, by
-    that class's reader, rather than pushed: its strings come right after those before
-    it (the check joins them all; their order does not change what it finds).
+    written). A field in `inline` whose value is of its declared class is read here
+    rather than pushed: its strings come right after those before it (the check joins
+    them all; their order does not change what it finds).
     """
     if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
         return _generic_reader(names)
     inline = inline or {}
-    namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS, "CANNOT": CANNOT}
+    namespace: dict[str, Any] = {"NO_ITEMS": NO_ITEMS}
     lines = ["def read(obj, append, push):", f"    n = {len(names)}"]
     for i, name in enumerate(names):
         lines.append(f"    value = obj.{name}")
         how = inline.get(name)
-        if how is None:
-            lines.append(_SORT.format(pad="    ", v="value"))
-            continue
-        namespace[f"cls_{i}"], namespace[f"read_{i}"] = how.cls, how.read
-        namespace[f"secret_key_{i}"] = how.secret_key
-        if how.kind == "mapping":
-            lines += [
-                f"    if type(value) is cls_{i}:",
-                "        n += len(value)",
-                "        for key, item in value.items():",
-                f"            if type(key) is not str or secret_key_{i}(key):",
-                "                return CANNOT",
-                "            append(key)",
-                _SORT.format(pad="            ", v="item"),
-                _SORT.format(pad="    ", v="value").replace("if", "elif", 1),
-            ]
-            continue
-        if how.kind == "one":
-            lines += [
-                f"    if type(value) is cls_{i}:",
-                f"        n += read_{i}(value, append, push)",
-            ]
-            lines.append(_SORT.format(pad="    ", v="value").replace("if", "elif", 1))
-            continue
-        lines += ["    if type(value) is tuple:", "        n += len(value)"]
-        lines.append("        for item in value:")
-        if how.kind == "many":
-            lines += [f"            if type(item) is cls_{i}:"]
-            lines += [f"                n += read_{i}(item, append, push)"]
-            lines.append(_SORT.format(pad="            ", v="item").replace("if", "elif", 1))
-        else:  # numbers: nothing to read in an item of the declared class
-            lines.append(f"            if type(item) is not cls_{i}:")
-            lines.append(_SORT.format(pad="                ", v="item"))
-        lines.append(_SORT.format(pad="    ", v="value").replace("if", "elif", 1))
+        if how is not None:  # the value of the expected class: read by a helper
+            namespace[f"cls_{i}"], namespace[f"read_{i}"] = _helper(how)
+            lines.append(f"    if type(value) is cls_{i}: n += read_{i}(value, append, push)")
+            lines.append("    elif type(value) is str: append(value)")
+        else:
+            lines.append("    if type(value) is str: append(value)")
+        lines.append("    elif value is not None and value is not NO_ITEMS: push(value)")
     lines.append("    return n")
     exec("\n".join(lines), namespace)  # field names of a dataclass only
     return cast(Reader, namespace["read"])
+
+
+def _helper(how: Inline) -> tuple[type, Reader]:
+    """The class a field's value must have to be read in place, and what reads it."""
+    if how.kind == "one":
+        return how.cls, cast(Reader, how.read)
+    if how.kind == "mapping":
+        return dict, _mapping_reader(cast("Callable[[str], bool]", how.secret_key))
+    return tuple, _items_reader(how.cls, how.read)
+
+
+def _mapping_reader(secret_key: Callable[[str], bool]) -> Reader:
+    def read(value: Any, append: Callable[[str], None], push: Callable[[Any], None]) -> int:
+        for key, item in value.items():
+            if type(key) is not str or secret_key(key):
+                return CANNOT
+            append(key)
+            if type(item) is str:
+                append(item)
+            elif item is not None and item is not NO_ITEMS:
+                push(item)
+        return len(value)
+
+    return read
+
+
+def _items_reader(cls: type, read_one: Reader | None) -> Reader:
+    """A tuple's items: those of class `cls` by `read_one` (skipped without one)."""
+
+    def read(value: Any, append: Callable[[str], None], push: Callable[[Any], None]) -> int:
+        n = len(value)
+        for item in value:
+            if type(item) is cls:
+                if read_one is not None:
+                    n += read_one(item, append, push)
+            elif type(item) is str:
+                append(item)
+            elif item is not None and item is not NO_ITEMS:
+                push(item)
+        return n
+
+    return read
 
 
 def _generic_reader(names: tuple[str, ...]) -> Reader:
@@ -134,6 +141,45 @@ def _generic_reader(names: tuple[str, ...]) -> Reader:
         return len(names)
 
     return read
+
+
+class LazyReader:
+    """A `Reader` that builds its fast reader only once called `after` times.
+
+    Until then it reads field by field, looping over `names`; then it builds the fast
+    reader (`build`, see `reader`) and hands over to it. Building one costs a compile (a
+    millisecond or so for a big record, with the type hints of the records it holds): a
+    process that writes a few records never pays it.
+    """
+
+    __slots__ = ("_after", "_build", "_calls", "_slow", "fast")
+
+    def __init__(self, names: tuple[str, ...], build: Callable[[], Reader], after: int) -> None:
+        self._slow = _generic_reader(names)
+        self._build = build
+        self._calls = self._after = after
+        self.fast: Reader | None = None
+
+    @property
+    def used(self) -> bool:
+        """Whether it has read a record."""
+        return self._calls < self._after or self.fast is not None
+
+    def force(self) -> Reader:
+        """The fast reader, built now if it is not yet."""
+        fast = self.fast
+        if fast is None:
+            fast = self.fast = self._build()
+        return fast
+
+    def __call__(self, obj: Any, append: Callable[[str], None], push: Callable[[Any], None]) -> int:
+        fast = self.fast
+        if fast is not None:
+            return fast(obj, append, push)
+        self._calls -= 1
+        if self._calls < 0:
+            return self.force()(obj, append, push)
+        return self._slow(obj, append, push)
 
 
 def type_hints(cls: type) -> dict[str, Any]:

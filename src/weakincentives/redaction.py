@@ -23,6 +23,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -37,6 +38,7 @@ from ._redaction_text import alternation as _alternation
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
 from ._redaction_values import Inline as _Inline
+from ._redaction_values import LazyReader as _LazyReader
 from ._redaction_values import Reader as _Reader
 from ._redaction_values import numeric_only as _numeric_only
 from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
@@ -145,6 +147,10 @@ _LONG_STRING = 512
 _CLEAN_CHARS = 4_000_000
 """`Redactor.finds_in`: a record's text this long has its strings this long remembered once
 found clean (at most this many characters of them per redactor)."""
+
+_COMPILE_AFTER = 100
+"""`Redactor.finds_in` reads a class's records by its fast reader (compiled) from its
+101st record on: a process that writes a few records never compiles one."""
 
 _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
@@ -452,16 +458,31 @@ class Redactor:
         fields = dataclasses.fields(cls)
         if any(self._secret_key(f.name) for f in fields):
             return None
-        names = [f.name for f in fields]
-        inline: dict[str, _Inline] = {}
+        names = tuple(f.name for f in fields)
+        hints: dict[str, Any] | None = None
         if cls.__module__.partition(".")[0] == "weakincentives":
             hints = _hints(cls)
-            names = [name for name in names if not _numeric_only(hints.get(name))]
-            for name in names:
-                how = self._inline(hints.get(name), building | {cls})
-                if how is not None:
-                    inline[name] = how
-        return _reader(tuple(names), inline)
+            names = tuple(name for name in names if not _numeric_only(hints.get(name)))
+        build = functools.partial(self._fast_reader, cls, names, hints, building | {cls})
+        return _LazyReader(names, build, _COMPILE_AFTER)
+
+    def _fast_reader(
+        self,
+        cls: type,
+        names: tuple[str, ...],
+        hints: dict[str, Any] | None,
+        building: frozenset[type],
+    ) -> _Reader:
+        """`cls`'s `reader`, the fields `hints` declares as records read in place."""
+        inline: dict[str, _Inline] = {}
+        for name in names if hints is not None else ():
+            how = self._inline(hints.get(name), building)  # type: ignore[union-attr]
+            if how is not None:
+                inline[name] = how
+        fast = _reader(names, inline)
+        if isinstance(self._classes.get(cls), _LazyReader):
+            self._classes[cls] = fast  # `_collect` calls it directly from now on
+        return fast
 
     def _inline(self, tp: Any, building: frozenset[type]) -> _Inline | None:
         """How a reader reads a field declared as `tp` in place, if it can (`_text_fields`)."""
@@ -485,6 +506,8 @@ class Redactor:
         how = self._classes.get(tp, _UNSEEN)
         if how is _UNSEEN:
             how = self._classes[tp] = self._how_to_read(tp, building)
+        if isinstance(how, _LazyReader) and how.used:  # a record that held one is hot:
+            return how.force()  # its parts are too (one never met stays uncompiled)
         return how if callable(how) else None
 
     def _finds_secret(self, text: str, lower: str) -> bool:
