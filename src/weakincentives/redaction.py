@@ -446,12 +446,13 @@ class Redactor:
         (a key of its JSON form). Of this package's own records, the fields declared as
         numbers or booleans only (`int`, `float | None`, a dataclass of such fields...)
         are left out: they are built by this package's code, which fills them as
-        declared; and a field declared as a dataclass, or a tuple of them, is read in
-        place by that class's reader (a result's score and messages: see `reader`), as
-        is a tuple of this package's named tuples of numbers (skipped). `building` holds
-        the classes whose readers are being made, which are not read in place (a class
-        that holds itself). A user's class is read whole (its annotations are not
-        enforced).
+        declared; and a field declared as a dataclass or a tuple of them (a result's
+        score and messages), a tuple of this package's named tuples of numbers (skipped)
+        or a mapping (or `Any`: a dict) is read in place by the compiled reader (see
+        `reader`). `building` holds the classes whose readers are being made, which are
+        not read in place (a class that holds itself). A user's class is read whole (its
+        annotations are not enforced). The reader is a `LazyReader`: compiled after the
+        class's first `_COMPILE_AFTER` records.
         """
         if not dataclasses.is_dataclass(cls):
             return None
