@@ -10,6 +10,7 @@ import dataclasses
 import json
 import random
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -25,10 +26,11 @@ from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
 from weakincentives import redaction, serde
 from weakincentives._redaction_text import alternation as _alternation
 from weakincentives._redaction_values import LazyReader, reader
-from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
-from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
+from weakincentives.evals import EvalResult, Fingerprint, Metric, RunStore, Score
+from weakincentives.evals._records import ToolCallRecord
+from weakincentives.redaction import REDACTED, RedactionPolicy, Redactor, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
-from weakincentives.runtime.session import TurnUsage
+from weakincentives.runtime.session import ThinkingBlock, ToolCall, TurnUsage
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
@@ -118,15 +120,6 @@ def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture
 # -- `Redactor.finds_in`: the check on a record's values, before it is serialized ----------
 
 
-@pytest.fixture(params=["loop", "compiled"])
-def reader_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each `finds_in` test twice: records read by the loop of a class's first records, and
-    by the fast reader compiled after them (at once here), on new redactors."""
-    monkeypatch.setattr(redaction, "_COMPILE_AFTER", 0 if request.param == "compiled" else 10**9)
-    monkeypatch.setattr(redaction, "_DEFAULT", None)  # no redactor cached with the other
-    return str(request.param)
-
-
 @dataclass(frozen=True)
 class _Reply:
     text: str
@@ -155,12 +148,49 @@ def _result(**changes: Any) -> EvalResult:
     return dataclasses.replace(plain, **changes)
 
 
+_FULL = _result(
+    score=Score(value=1.0, passed=True, reason="ok", metrics=(Metric("m", 1.0),)),
+    messages=(
+        ChatMessage(
+            role="assistant", content="a", tool_calls=(ToolCall(id="1", name="t", arguments="{}"),),
+            thinking=(ThinkingBlock(text="hm"),),
+        ),
+    ),
+    tool_calls=(ToolCallRecord(name="t", params={"q": "x"}, message="ok", success=True),),
+    turns=(TurnUsage(1, 2, None),), metadata={"k": "v"}, output={"a": ["b"]}, input={"q": "1"},
+)  # fmt: skip
+"""A result holding every kind of record a result holds."""
+
+Make = Callable[[Mapping[str, str]], Redactor]
+
+
+@pytest.fixture(params=["loop", "compiled"])
+def make_redactor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Make:
+    """Each `finds_in` test twice: records read by the loop of a class's first records, and
+    by the fast readers compiled after them (here after one record that meets them all)."""
+    compiled = request.param == "compiled"
+    monkeypatch.setattr(redaction, "_COMPILE_AFTER", 1 if compiled else 10**9)
+
+    def make(environ: Mapping[str, str]) -> Redactor:
+        redactor = RedactionPolicy().redactor(environ=environ)
+        if compiled:
+            for _ in range(2):  # the first meets every record class, the second compiles
+                assert redactor.finds_in(_FULL) is False
+            for cls in (EvalResult, Score, ChatMessage, ToolCall, ToolCallRecord):
+                assert not isinstance(redactor._classes[cls], LazyReader), cls
+        return redactor
+
+    return make
+
+
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
-@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
-    name: str, text: str, secret: str
+    name: str,
+    text: str,
+    secret: str,
+    make_redactor: Make,
 ) -> None:
-    redactor = RedactionPolicy().redactor(environ=ENV_SECRETS)
+    redactor = make_redactor(ENV_SECRETS)
     assert redactor.finds_in(_result()) is False
     places: list[dict[str, Any]] = [
         {"output": text},
@@ -186,9 +216,10 @@ def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
         pytest.param([{"metadata": {"Authorization": "x"}}], id="nested-secret-key"),
     ],
 )
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) -> None:
-    redactor = default_redactor(environ={})
+def test_finds_in_sends_a_secret_looking_key_to_the_full_check(
+    value: object, make_redactor: Make
+) -> None:
+    redactor = make_redactor({})
     assert redactor.finds_in(value) is None
     assert redactor.finds(serde.dumps(value).decode())
 
@@ -203,34 +234,34 @@ def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) ->
         pytest.param(Decimal("1.5"), id="decimal"),
     ],
 )
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_cannot_tell_for_values_it_does_not_know(value: object) -> None:
-    assert default_redactor(environ={}).finds_in(value) is None
+def test_finds_in_cannot_tell_for_values_it_does_not_know(
+    value: object, make_redactor: Make
+) -> None:
+    assert make_redactor({}).finds_in(value) is None
 
 
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_leaves_a_cycle_to_the_full_check() -> None:
+def test_finds_in_leaves_a_cycle_to_the_full_check(make_redactor: Make) -> None:
     loop: list[Any] = ["x"]
     loop.append(loop)
-    assert default_redactor(environ={}).finds_in(loop) is None
+    assert make_redactor({}).finds_in(loop) is None
 
 
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> None:
+def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata(
+    make_redactor: Make,
+) -> None:
     result = _result(
         metadata={"keyword": "math", "topic": "tokens"},
         usage=TokenUsage(input_tokens=10, output_tokens=3),
         output=_Reply(text="a1", score=4, extra=[1.5, None, True]),
     )
-    assert default_redactor(environ={}).finds_in(result) is False
+    assert make_redactor({}).finds_in(result) is False
 
 
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_vouches_for_a_result_with_turns() -> None:
+def test_finds_in_vouches_for_a_result_with_turns(make_redactor: Make) -> None:
     # Per-turn usage (`TurnUsage`, a named tuple) is on every agent result: a result
     # holding it must not fall back to searching its whole JSON line.
     result = _result(turns=(TurnUsage(17, 4, None), TurnUsage(3, 2, 0.5)))
-    assert default_redactor(environ={}).finds_in(result) is False
+    assert make_redactor({}).finds_in(result) is False
 
 
 def test_the_run_store_redacts_a_secret_in_a_custom_field_type(tmp_path: Path) -> None:
@@ -326,13 +357,15 @@ _Node.__module__ = "weakincentives._test_node"  # read as this package's records
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED[:4], ids=[p[0] for p in PLANTED[:4]])
-@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
-    name: str, text: str, secret: str
+    name: str,
+    text: str,
+    secret: str,
+    make_redactor: Make,
 ) -> None:
     # A result's score, messages and turns are read in place when they hold the declared
     # classes; anything else there is still read.
-    redactor = RedactionPolicy().redactor(environ={})
+    redactor = make_redactor({})
     odd: list[dict[str, Any]] = [
         {"messages": (_Shouted(role="user", content=text),)},
         {"messages": (ChatMessage(role="user", content="ok"), text)},
@@ -347,9 +380,8 @@ def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
     assert redactor.finds_in(_result(turns=(TurnUsage(1, 2, None),))) is False
 
 
-@pytest.mark.usefixtures("reader_kind")
-def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
-    redactor = default_redactor(environ={})
+def test_finds_in_reads_a_record_class_that_holds_itself(make_redactor: Make) -> None:
+    redactor = make_redactor({})
     leaf = _Node("sk-proj-abcdefghijklmnop1234567890")
     tree = _Node("root", children=(_Node("a", children=(leaf,)), _Node("b")), parent=_Node("p"))
     assert redactor.finds_in(tree) is True
@@ -366,12 +398,12 @@ def test_finds_in_reads_a_record_class_that_holds_itself() -> None:
         pytest.param({"environment": {"when": datetime(2026, 1, 2, tzinfo=UTC)}}, id="custom"),
     ],
 )
-@pytest.mark.usefixtures("reader_kind")
 def test_finds_in_cannot_vouch_for_a_result_holding_a_secret_key_or_an_odd_value(
     change: dict[str, Any],
+    make_redactor: Make,
 ) -> None:
-    assert default_redactor(environ={}).finds_in(_result(**change)) is None
-    assert default_redactor(environ={}).finds_in(_result(output={"ok": "1"})) is False
+    assert make_redactor({}).finds_in(_result(**change)) is None
+    assert make_redactor({}).finds_in(_result(output={"ok": "1"})) is False
 
 
 def test_a_class_is_read_by_its_compiled_reader_only_after_its_first_records() -> None:

@@ -504,11 +504,12 @@ class Redactor:
     def _nested_reader(self, tp: Any, building: frozenset[type]) -> _Reader | None:
         if not isinstance(tp, type) or not dataclasses.is_dataclass(tp) or tp in building:
             return None
-        how = self._classes.get(tp, _UNSEEN)
-        if how is _UNSEEN:
-            how = self._classes[tp] = self._how_to_read(tp, building)
-        if isinstance(how, _LazyReader) and how.used:  # a record that held one is hot:
-            return how.force()  # its parts are too (one never met stays uncompiled)
+        # Only a class already met in the records read so far (before its holder's reader
+        # is compiled): one never met (a tool call in a run without tools) is left to be
+        # pushed, which costs nothing until it turns up, rather than its type hints now.
+        how = self._classes.get(tp)
+        if isinstance(how, _LazyReader) and how.used:  # met: hot, as its holder is
+            return how.force()
         return how if callable(how) else None
 
     def _finds_secret(self, text: str, lower: str) -> bool:
