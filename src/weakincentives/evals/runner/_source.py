@@ -9,7 +9,7 @@ from typing import Any
 
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 
-from .._records import DEFAULT_VALUE_LIMIT, RecordInputs, Sample
+from .._records import RecordInputs, Sample
 from ..dataset import Dataset, JsonForm, canonical_bytes, canonical_forms
 
 __all__ = ["UNHASHED_STREAM", "DatasetSource", "SampleSource"]
@@ -88,7 +88,7 @@ class SampleSource:
         """`inputs`, taking the forms of values this source kept (see the class docs)."""
         if self._forms is None or not inputs.enabled:
             return inputs
-        return _KnownForms(inputs.enabled, inputs.limit, self._forms)
+        return _KnownForms(inputs, self._forms)
 
 
 _STRUCTURED = (dict, list)
@@ -135,18 +135,14 @@ class _KnownForms(RecordInputs):
     """
 
     __slots__ = ("_forms",)
-    _forms: _Forms | None
+    _forms: _Forms
 
-    def __init__(
-        self, enabled: bool = True, limit: int = DEFAULT_VALUE_LIMIT, forms: _Forms | None = None
-    ) -> None:
-        # The fields' own parameters first: a copy (`dataclasses.replace`) is a plain one.
-        super().__init__(enabled=enabled, limit=limit)
+    def __init__(self, inputs: RecordInputs, forms: _Forms) -> None:
+        super().__init__(enabled=inputs.enabled, limit=inputs.limit)
         object.__setattr__(self, "_forms", forms)
 
     def value(self, value: Any) -> Any:
-        forms = self._forms
-        known = None if forms is None else forms.get(value)
+        known = self._forms.get(value)
         if known is not None and known[2] <= self.limit:
             return known[1]
         return super().value(value)
