@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 from collections.abc import Collection, Iterable, Iterator
@@ -63,7 +64,12 @@ class SampleSource:
                 f"{type(dataset).__name__}{hint if is_path else ''}"
             )
         self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
-        self._forms = _Forms(forms) if forms and self._hasher else None
+        # id(value) -> its `JsonForm` (the value itself is held, so its id is not reused
+        # while it is here), and the ids oldest first: a dict's first key is slow to
+        # find once many before it were deleted. Only the iteration writes to them.
+        self._forms: dict[int, JsonForm] | None = {} if forms and self._hasher else None
+        self._kept: collections.deque[int] = collections.deque()
+        self._most_forms = forms
 
     def __iter__(self) -> Iterator[Sample[Any, Any]]:
         hasher, streamed, forms = self._hasher, self._streamed, self._forms
@@ -73,16 +79,27 @@ class SampleSource:
                     f"dataset item {self.count} is a {type(sample).__name__}, not a Sample"
                 )
             if forms is not None:
-                line, first, second = canonical_forms(sample)
+                line, *pair = canonical_forms(sample)
                 hasher.update(line)  # type: ignore[union-attr]  # forms need a hasher
-                forms.keep(first)
-                forms.keep(second)
+                self._keep(forms, pair)
             elif hasher is not None:
                 hasher.update(canonical_bytes(sample))
             self.count += 1
             yield sample
         if hasher is not None:
             self.hashed_as_read = hasher.hexdigest()
+
+    def _keep(self, forms: dict[int, JsonForm], pair: list[JsonForm]) -> None:
+        for known in pair:
+            # A form made anew (not a dict of plain values, which is its own form: the
+            # agent could change it before its result is recorded).
+            if type(known[1]) in _STRUCTURED and known[1] is not known[0]:
+                key = id(known[0])
+                forms[key] = known
+                self._kept.append(key)
+        kept = self._kept
+        while len(kept) > self._most_forms:  # an id kept twice leaves early: a miss
+            forms.pop(kept.popleft(), None)
 
     def record_inputs(self, inputs: RecordInputs) -> RecordInputs:
         """`inputs`, taking the forms of values this source kept (see the class docs)."""
@@ -94,38 +111,6 @@ class SampleSource:
 _STRUCTURED = (dict, list)
 
 
-class _Forms:
-    """The latest `JsonForm`s of a source's structured values, by `id(value)`.
-
-    Between `most` and twice as many are kept: two generations, the older one dropped
-    whole when the newer one fills up (no per-item eviction). A kept form holds its
-    value, so that value's id is not reused while it is here. Only the source's
-    iteration writes; readers in other threads look up.
-    """
-
-    __slots__ = ("most", "new", "old")
-
-    def __init__(self, most: int) -> None:
-        self.most = most
-        self.new: dict[int, JsonForm] = {}
-        self.old: dict[int, JsonForm] = {}
-
-    def keep(self, known: JsonForm) -> None:
-        value, form = known[0], known[1]
-        # Only a form made anew: a dict of plain values is its own form, which the
-        # agent could change before its result is recorded.
-        if form is not value and type(form) in _STRUCTURED:
-            new = self.new
-            new[id(value)] = known
-            if len(new) >= self.most:
-                self.old, self.new = new, {}
-
-    def get(self, value: object) -> JsonForm | None:
-        key = id(value)
-        known = self.new.get(key) or self.old.get(key)
-        return known if known is not None and known[0] is value else None
-
-
 class _KnownForms(RecordInputs):
     """`RecordInputs` that looks up the forms a `SampleSource` kept before converting.
 
@@ -135,14 +120,14 @@ class _KnownForms(RecordInputs):
     """
 
     __slots__ = ("_forms",)
-    _forms: _Forms
+    _forms: dict[int, JsonForm]
 
-    def __init__(self, inputs: RecordInputs, forms: _Forms) -> None:
+    def __init__(self, inputs: RecordInputs, forms: dict[int, JsonForm]) -> None:
         super().__init__(enabled=inputs.enabled, limit=inputs.limit)
         object.__setattr__(self, "_forms", forms)
 
     def value(self, value: Any) -> Any:
-        known = self._forms.get(value)
-        if known is not None and known[2] <= self.limit:
+        known = self._forms.get(id(value))
+        if known is not None and known[0] is value and known[2] <= self.limit:
             return known[1]
         return super().value(value)
