@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import os
 from collections.abc import Collection, Iterable, Iterator
@@ -64,11 +63,9 @@ class SampleSource:
                 f"{type(dataset).__name__}{hint if is_path else ''}"
             )
         self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
-        # id(value) -> its `JsonForm` (the value itself is held, so its id is not reused
-        # while it is here), and the ids oldest first: a dict's first key is slow to
-        # find once many before it were deleted. Only the iteration writes to them.
+        # id(value) -> its `JsonForm`, oldest first (the value itself is held, so its id
+        # is not reused while it is here). Only the iteration writes to it.
         self._forms: dict[int, JsonForm] | None = {} if forms and self._hasher else None
-        self._kept: collections.deque[int] = collections.deque()
         self._most_forms = forms
 
     def __iter__(self) -> Iterator[Sample[Any, Any]]:
@@ -94,12 +91,9 @@ class SampleSource:
             # A form made anew (not a dict of plain values, which is its own form: the
             # agent could change it before its result is recorded).
             if type(known[1]) in _STRUCTURED and known[1] is not known[0]:
-                key = id(known[0])
-                forms[key] = known
-                self._kept.append(key)
-        kept = self._kept
-        while len(kept) > self._most_forms:  # an id kept twice leaves early: a miss
-            forms.pop(kept.popleft(), None)
+                forms[id(known[0])] = known
+        while len(forms) > self._most_forms:
+            del forms[next(iter(forms))]
 
     def record_inputs(self, inputs: RecordInputs) -> RecordInputs:
         """`inputs`, taking the forms of values this source kept (see the class docs)."""
