@@ -14,9 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from weakincentives import serde
-from weakincentives.evals import Dataset, RecordInputs, Sample
-from weakincentives.evals._values import recorded_value
-from weakincentives.evals.dataset import canonical_bytes, canonical_forms
+from weakincentives.evals import Dataset, Sample
+from weakincentives.evals.dataset._dataset import canonical_bytes
 from weakincentives.evals.runner._source import SampleSource
 
 
@@ -109,67 +108,3 @@ def test_any_json_sample_hashes_as_before(
 ) -> None:
     sample = Sample(id=sample_id, input=value, expected=expected, metadata=metadata)
     assert canonical_bytes(sample) == reference_canonical(sample)
-
-
-# -- the forms hashing makes, reused for results (`canonical_forms`, `record_inputs`) --
-
-
-def _assert_forms_as_recorded(sample: Sample[Any, Any]) -> None:
-    line, *forms = canonical_forms(sample)
-    assert line == canonical_bytes(sample)
-    originals = (sample.input, sample.expected)
-    for (value, form, length), original in zip(forms, originals, strict=True):
-        assert value is original
-        assert _same(form, recorded_value(value, limit=10**9))  # what a result records
-        if type(form) is not str:
-            assert length == len(json.dumps(form, ensure_ascii=False, separators=(",", ":")))
-
-
-@pytest.mark.parametrize("sample", SAMPLES, ids=[s.id for s in SAMPLES])
-def test_each_samples_forms_are_what_its_result_records(sample: Sample[Any, Any]) -> None:
-    _assert_forms_as_recorded(sample)
-
-
-@given(value=json_values, expected=json_values)
-def test_any_json_samples_forms_are_what_its_result_records(value: Any, expected: Any) -> None:
-    _assert_forms_as_recorded(Sample(id="s", input=value, expected=expected))
-
-
-@pytest.mark.parametrize("limit", [0, 5, 40, 2000])
-@pytest.mark.parametrize("enabled", [True, False])
-def test_a_streamed_source_records_inputs_as_record_inputs_does(limit: int, enabled: bool) -> None:
-    # Values of every kind, kept forms or not, cut at the limit or not: the same values.
-    inputs = RecordInputs(enabled=enabled, limit=limit)
-    source = SampleSource(iter(SAMPLES), hashing=True, forms=8)
-    recorder = source.record_inputs(inputs)
-    seen = []
-    for sample in source:
-        seen.append(sample)
-        for value in (sample.input, sample.expected):
-            assert _same(recorder.value(value), inputs.value(value)), (sample.id, value)
-    for sample in seen:  # the oldest forms were dropped meanwhile: converted anew
-        assert _same(recorder.value(sample.input), inputs.value(sample.input))
-    assert source.hashed_as_read == Dataset(samples=tuple(SAMPLES)).sha256
-
-
-def test_a_streamed_source_converts_a_structured_value_once() -> None:
-    question = Question("q", tags=("t",))
-    source = SampleSource(
-        iter([Sample(id="s", input=question, expected="a")]), hashing=True, forms=8
-    )
-    recorder = source.record_inputs(RecordInputs())
-    assert [s.id for s in source] == ["s"]
-    assert recorder.value(question) is recorder.value(question)  # the form hashing made
-    assert recorder.value(question) == RecordInputs().value(question)
-
-
-def test_a_source_keeps_forms_only_when_it_hashes_as_it_reads() -> None:
-    inputs = RecordInputs()
-    assert SampleSource(iter(SAMPLES), hashing=False, forms=8).record_inputs(inputs) is inputs
-    assert SampleSource(SAMPLES, hashing=True, forms=8).record_inputs(inputs) is inputs
-    assert SampleSource(iter(SAMPLES), hashing=True).record_inputs(inputs) is inputs
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as recorded: the same JSON (NaN included, which is not equal to itself)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

@@ -5,9 +5,9 @@ JSONL, JSON arrays, CSV, Parquet, Hugging Face, streaming, with `file:line` erro
 maps and transforms (`_fields.py`), strict loading into samples (`_loaders.py`:
 `iter_samples`, `SampleFile`, `DatasetProvenance`), selections (`_selection.py`,
 `_where.py`: `--limit`, `--sample-id`, `--where`, `--shuffle`) and the content hash
-(`dataset_sha256`, `canonical_bytes`, `canonical_forms`) that a run's fingerprint
-records. It may import the shared records (`weakincentives.evals._records`) and the
-foundation layer (`serde`, `errors`); nothing else of `evals`.
+(`dataset_sha256`, `canonical_bytes`) that a run's fingerprint records. It may import the
+shared records (`weakincentives.evals._records`) and the foundation layer (`serde`,
+`errors`); nothing else of `evals`.
 """
 
 from typing import TYPE_CHECKING
@@ -17,9 +17,7 @@ from weakincentives import _lazy
 if TYPE_CHECKING:
     from ._dataset import (
         Dataset,
-        JsonForm,
         canonical_bytes,
-        canonical_forms,
         dataset_sha256,
         iter_jsonl,
         load_jsonl,
@@ -41,12 +39,10 @@ __all__ = [
     "FieldMap",
     "IdHashes",
     "IdIndex",
-    "JsonForm",
     "SampleFile",
     "SelectedSamples",
     "Selection",
     "canonical_bytes",
-    "canonical_forms",
     "dataset_sha256",
     "iter_jsonl",
     "iter_samples",
@@ -59,9 +55,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     {
         "weakincentives.evals.dataset._dataset": (
             "Dataset",
-            "JsonForm",
             "canonical_bytes",
-            "canonical_forms",
             "dataset_sha256",
             "iter_jsonl",
             "load_jsonl",

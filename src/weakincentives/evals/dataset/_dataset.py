@@ -38,17 +38,9 @@ from .._records import Sample
 from ._fields import FieldMap
 from ._loaders import iter_samples
 from ._rows import DatasetFormat
-from ._sample_hash import JsonForm, canonical_bytes, canonical_forms, samples_sha256
+from ._sample_hash import canonical_bytes, samples_sha256
 
-__all__ = [
-    "Dataset",
-    "JsonForm",
-    "canonical_bytes",
-    "canonical_forms",
-    "dataset_sha256",
-    "iter_jsonl",
-    "load_jsonl",
-]
+__all__ = ["Dataset", "canonical_bytes", "dataset_sha256", "iter_jsonl", "load_jsonl"]
 
 InputT = TypeVar("InputT")
 ExpectedT = TypeVar("ExpectedT")

@@ -17,7 +17,7 @@ from weakincentives import serde
 
 from .._records import Sample
 
-__all__ = ["JsonForm", "canonical_bytes", "canonical_forms", "samples_sha256"]
+__all__ = ["canonical_bytes", "samples_sha256"]
 
 # What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`
 # writes, from the standard library's C encoder made once: `JSONEncoder.encode` makes one
@@ -52,36 +52,13 @@ def canonical_bytes(sample: Sample[Any, Any]) -> bytes:
     The same bytes as `json.dumps` of that record with sorted keys (the four keys are
     written in sorted order); each value is JSON-compatible Python first (`_dumped`).
     """
-    return canonical_forms(sample)[0]
-
-
-JsonForm = tuple[Any, Any, int]
-"""`(value, form, length)`: a value, its JSON-compatible form, and the length of the
-form's compact JSON text (`json.dumps(form, ensure_ascii=False, separators=(",", ":"))`;
-sorting the keys, as the canonical bytes do, does not change it)."""
-
-
-def canonical_forms(sample: Sample[Any, Any]) -> tuple[bytes, JsonForm, JsonForm]:
-    """`canonical_bytes(sample)`, with the `JsonForm` of its input and of its expected value.
-
-    Hashing a sample turns its input and expected value into JSON; a result records them
-    in that form too (`RecordInputs`), so a runner that hashes a streamed dataset as it
-    reads it can record them without converting them again.
-    """
     metadata = sample.metadata
-    expected = _dumped(sample.expected)
-    expected_text = _encode(expected)
-    input_form = _dumped(sample.input)
-    input_text = _encode(input_form)
     text = (
-        f'{{"expected":{expected_text},"id":{_encode(sample.id)},"input":{input_text},'
+        f'{{"expected":{_encode(_dumped(sample.expected))},"id":{_encode(sample.id)},'
+        f'"input":{_encode(_dumped(sample.input))},'
         f'"metadata":{_encode(_dumped(metadata)) if metadata else "{}"}}}\n'
     )
-    return (
-        text.encode("utf-8"),
-        (sample.input, input_form, len(input_text)),
-        (sample.expected, expected, len(expected_text)),
-    )
+    return text.encode("utf-8")
 
 
 def samples_sha256(samples: Iterable[Sample[Any, Any]]) -> str:

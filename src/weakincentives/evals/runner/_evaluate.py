@@ -270,13 +270,11 @@ async def evaluate(
     bundle_options, run_id = _bundle_options(bundles, store, run_id, resume, clock)
     if max_cost is not None and not (isinstance(max_cost, int | float) and max_cost >= 0):
         raise ConfigurationError(f"max_cost must be a number of dollars >= 0, got {max_cost!r}")
-    # Enough kept forms for every sample in flight, running or waiting to be scored.
-    forms = 4 * settings.max_concurrent + 64
-    source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None, forms=forms)
+    source = SampleSource(dataset, sha256=dataset_sha256, hashing=store is not None)
     scorer = prepare_scorer(evaluator, judge_concurrency)
     response_cache, owned = _open_cache(cache, clock)
     try:
-        inputs = source.record_inputs(RecordInputs(enabled=record_inputs, limit=value_limit))
+        inputs = RecordInputs(enabled=record_inputs, limit=value_limit)
         options = TargetOptions(
             scorer,
             timeout,

@@ -9,8 +9,8 @@ from typing import Any
 
 from weakincentives.errors import ConfigurationError, InvalidDatasetError
 
-from .._records import RecordInputs, Sample
-from ..dataset import Dataset, JsonForm, canonical_bytes, canonical_forms
+from .._records import Sample
+from ..dataset import Dataset, canonical_bytes
 
 __all__ = ["UNHASHED_STREAM", "DatasetSource", "SampleSource"]
 
@@ -26,18 +26,10 @@ class SampleSource:
 
     A `Dataset`, list or tuple is hashed up front (`Dataset.sha256`); any other iterable
     is streamed once, hashed as it is read when `hashing` and no `sha256` was given.
-    Hashing a sample makes the JSON forms of its input and expected value: with `forms`,
-    the latest `forms` of them (structured ones) are kept for `record_inputs`, which
-    records them on the sample's results without converting them again.
     """
 
     def __init__(
-        self,
-        dataset: DatasetSource,
-        *,
-        sha256: str | None = None,
-        hashing: bool = False,
-        forms: int = 0,
+        self, dataset: DatasetSource, *, sha256: str | None = None, hashing: bool = False
     ) -> None:
         self.count = 0
         """Samples read so far."""
@@ -63,65 +55,17 @@ class SampleSource:
                 f"{type(dataset).__name__}{hint if is_path else ''}"
             )
         self._hasher = hashlib.sha256() if hashing and self.sha256 is None else None
-        # id(value) -> its `JsonForm`, oldest first (the value itself is held, so its id
-        # is not reused while it is here). Only the iteration writes to it.
-        self._forms: dict[int, JsonForm] | None = {} if forms and self._hasher else None
-        self._most_forms = forms
 
     def __iter__(self) -> Iterator[Sample[Any, Any]]:
-        hasher, streamed, forms = self._hasher, self._streamed, self._forms
+        hasher, streamed = self._hasher, self._streamed
         for sample in self._samples:
             if streamed and not isinstance(sample, Sample):
                 raise InvalidDatasetError(
                     f"dataset item {self.count} is a {type(sample).__name__}, not a Sample"
                 )
-            if forms is not None:
-                line, *pair = canonical_forms(sample)
-                hasher.update(line)  # type: ignore[union-attr]  # forms need a hasher
-                self._keep(forms, pair)
-            elif hasher is not None:
+            if hasher is not None:
                 hasher.update(canonical_bytes(sample))
             self.count += 1
             yield sample
         if hasher is not None:
             self.hashed_as_read = hasher.hexdigest()
-
-    def _keep(self, forms: dict[int, JsonForm], pair: list[JsonForm]) -> None:
-        for known in pair:
-            # A form made anew (not a dict of plain values, which is its own form: the
-            # agent could change it before its result is recorded).
-            if type(known[1]) in _STRUCTURED and known[1] is not known[0]:
-                forms[id(known[0])] = known
-        while len(forms) > self._most_forms:
-            del forms[next(iter(forms))]
-
-    def record_inputs(self, inputs: RecordInputs) -> RecordInputs:
-        """`inputs`, taking the forms of values this source kept (see the class docs)."""
-        if self._forms is None or not inputs.enabled:
-            return inputs
-        return _KnownForms(inputs, self._forms)
-
-
-_STRUCTURED = (dict, list)
-
-
-class _KnownForms(RecordInputs):
-    """`RecordInputs` that looks up the forms a `SampleSource` kept before converting.
-
-    A form kept is the one `recorded_value` would make (`canonical_forms`): the value's
-    JSON form (a dict or list made from it, never the value itself), which a result
-    records whole when its JSON text is within `limit`, else `RecordInputs.value` cuts.
-    """
-
-    __slots__ = ("_forms",)
-    _forms: dict[int, JsonForm]
-
-    def __init__(self, inputs: RecordInputs, forms: dict[int, JsonForm]) -> None:
-        super().__init__(enabled=inputs.enabled, limit=inputs.limit)
-        object.__setattr__(self, "_forms", forms)
-
-    def value(self, value: Any) -> Any:
-        known = self._forms.get(id(value))
-        if known is not None and known[0] is value and known[2] <= self.limit:
-            return known[1]
-        return super().value(value)
