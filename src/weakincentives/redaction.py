@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._redaction_text import alternation as _alternation
+from ._redaction_text import fold as _fold
+from ._redaction_text import name_form as _name_form
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
 from ._redaction_values import Inline as _Inline
@@ -302,10 +304,11 @@ class Redactor:
         if self._finds_secret(text, lower):
             return True
         if self._default_fields:
-            hits = [word for word in _DEFAULT_FIELD_WORDS if word in lower]
+            names = lower if text.isascii() else _name_form(text).lower()
+            hits = [word for word in _DEFAULT_FIELD_WORDS if word in names]
             if not hits:
                 return False
-            if hits == ["token"] and lower.count("token") == lower.count('_tokens"'):
+            if hits == ["token"] and names.count("token") == names.count('_tokens"'):
                 return False  # only the usage counts (`input_tokens`...), never secret
         keys = self._secret_keys
         # Each `":` ends a key (approximately: a string value may hold one too, which
@@ -314,7 +317,7 @@ class Redactor:
             key = chunk[chunk.rfind('"') + 1 :]
             secret = keys.get(key)
             if secret is None:
-                secret = keys[key] = self._fields.search(key) is not None
+                secret = keys[key] = self._fields.search(_name_form(key)) is not None
             if secret:
                 return True
         return False
@@ -436,7 +439,7 @@ class Redactor:
     def _secret_key(self, key: str) -> bool:
         secret = self._secret_keys.get(key)
         if secret is None:
-            secret = self._secret_keys[key] = self._fields.search(key) is not None
+            secret = self._secret_keys[key] = self._fields.search(_name_form(key)) is not None
         return secret
 
     def _text_fields(self, cls: type, building: frozenset[type] = frozenset()) -> _Reader | None:
@@ -513,6 +516,14 @@ class Redactor:
         return how if callable(how) else None
 
     def _finds_secret(self, text: str, lower: str) -> bool:
+        if self._finds_secret_as_written(text, lower):
+            return True
+        if text.isascii():
+            return False
+        folded = _fold(text)  # a fullwidth `secret: value` is `secret: value` to a reader
+        return folded is not text and self._finds_secret_as_written(folded, folded.lower())
+
+    def _finds_secret_as_written(self, text: str, lower: str) -> bool:
         for form in self._literal_forms:
             if form in text:
                 return True
@@ -539,6 +550,14 @@ class Redactor:
         # (`Bearer\npostgres://u:pw@h`: the token pattern takes `postgres`, and the URL
         # pattern no longer sees a scheme in front of the password).
         spans: list[tuple[int, int]] = []
+        self._spans(text, spans)
+        folded = text if text.isascii() else _fold(text)
+        if folded is not text:  # same length, same places: its spans are the text's
+            self._spans(folded, spans)
+        return replace_spans(text, spans, self._replacement)
+
+    def _spans(self, text: str, spans: list[tuple[int, int]]) -> None:
+        """Append the spans of `text` that a net replaces."""
         if self._literals is not None:
             spans.extend(found.span() for found in self._literals.finditer(text))
         for pattern in self._patterns:
@@ -550,7 +569,6 @@ class Redactor:
                     start = found.end("keep")
                 if start < end:
                     spans.append((start, end))
-        return replace_spans(text, spans, self._replacement)
 
     def bytes(self, data: bytes) -> bytes:
         """Redact bytes as UTF-8 text; undecodable bytes pass through unchanged."""
@@ -570,7 +588,7 @@ class Redactor:
                 (self.text(k) if isinstance(k, str) else k): self.data(
                     v,
                     under_secret_key=under_secret_key
-                    or (isinstance(k, str) and self._fields.search(k) is not None),
+                    or (isinstance(k, str) and self._fields.search(_name_form(k)) is not None),
                 )
                 for k, v in value.items()
             }

@@ -184,3 +184,89 @@ def test_the_finisher_scores_a_bounded_batch_per_turn_oldest_first() -> None:
 
     assert [len(batch) for batch in recorded] == [_PER_TURN, _PER_TURN, 40 - 2 * _PER_TURN]
     assert [s for batch in recorded for s in batch] == [f"s{i}" for i in range(40)]
+
+
+class _Calls:
+    """Model calls the test ends one at a time (in the order it chooses)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.waiting: dict[str, anyio.Event] = {}
+
+    async def agent(self, question: str) -> str:
+        self.events.append(f"start {question}")
+        self.waiting[question] = anyio.Event()
+        await self.waiting[question].wait()
+        return question.upper()
+
+    async def end(self, question: str) -> None:
+        while question not in self.waiting:  # not started yet
+            await anyio.sleep(0)
+        self.events.append(f"end {question}")
+        self.waiting[question].set()
+        await anyio.sleep(0)  # its worker records it and starts its next sample
+
+    def evaluator(self) -> Any:
+        @inline_evaluator
+        def scored(output: str, expected: str) -> Score:
+            self.events.append(f"score {output.lower()}")
+            return exact_match(output, expected)
+
+        return scored
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_samples_remain_a_wave_of_ended_calls_starts_every_next_sample_first(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Model calls ending one after another, each a moment after the last (a wave: they
+    # started together), are not scored in between: each worker starts its next sample
+    # first, so the next calls are not spread out by the scoring.
+    monkeypatch.setattr("weakincentives.evals.runner._deferred._QUIET", 0.5)
+    calls = _Calls()
+    wave: list[str] = []
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: evaluate(samples(12), calls.agent, calls.evaluator(),
+                                           max_concurrent=4))  # fmt: skip
+            for i in range(4):  # the first wave ends, one call after another
+                await calls.end(f"q{i}")
+            wave.extend(calls.events)
+            for i in range(4, 12):
+                await calls.end(f"q{i}")
+
+    anyio.run(main, backend=backend)
+
+    # q0 is scored at once (the first results may stop a failing run); q1 to q3 end
+    # while samples remain to start: none is scored before all four next samples start.
+    assert wave[-1] == "start q7" and "score q0" in wave
+    assert not {"score q1", "score q2", "score q3"} & set(wave)
+    assert sorted(e for e in calls.events if e.startswith("score")) == sorted(
+        f"score q{i}" for i in range(12)
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_once_every_sample_has_started_ended_calls_are_scored_alongside_the_rest(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No start waits behind the scoring any more, so the last wave is scored as it
+    # comes in, not after a quiet moment.
+    monkeypatch.setattr("weakincentives.evals.runner._deferred._QUIET", 5.0)
+    calls = _Calls()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: evaluate(samples(4), calls.agent, calls.evaluator(),
+                                           max_concurrent=2))  # fmt: skip
+            for i in range(3):
+                await calls.end(f"q{i}")
+            with anyio.fail_after(2.0):  # well before the quiet period
+                while "score q2" not in calls.events:
+                    await anyio.sleep(0.001)
+            await calls.end("q3")
+
+    anyio.run(main, backend=backend)
+
+    assert calls.events.index("score q2") < calls.events.index("end q3")

@@ -25,6 +25,12 @@ _PER_TURN = 16
 for at most this many scorings before its sample goes on."""
 
 
+_QUIET = 0.0002
+"""Seconds without a new run queued before the finisher scores, while samples remain to
+start: when many model waits end together (a wave), every worker starts its next sample
+before any scoring runs, so the wave's next calls are not spread out by the scoring."""
+
+
 async def _checkpoint() -> None:
     """Let other tasks run, then stop here if the run was cancelled meanwhile.
 
@@ -45,7 +51,10 @@ class DeferredScoring:
 
     Each worker runs a sample's agent (`DeferrableTarget.start`) and queues what scores
     it; one finisher task scores the queue in order and records it with one write, then
-    yields, so workers woken at the same time start their next sample first. The queue
+    yields, so workers woken at the same time start their next sample first. While
+    samples remain to start, the finisher waits for a quiet moment (`_QUIET` without a
+    new run queued) before it scores; once every sample has started, it scores as runs
+    come in, alongside the last model calls. The queue
     holds at most one run per worker: a worker that finds it full scores and records it
     itself (then yields), so agents that never wait still make progress, in order, in
     O(concurrency) memory. While the first results decide whether the run stops early
@@ -68,6 +77,8 @@ class DeferredScoring:
         self._queue: collections.deque[Finish] = collections.deque()
         self._workers = workers  # still running (counted up front: tasks start in any order)
         self._wake = anyio.Event()
+        self._queued = 0  # runs queued so far: the finisher waits while this moves
+        self._started_all = anyio.Event()  # the work has ended: no start waits on scoring
 
     async def worker(self, work: Iterator[Work]) -> None:
         """Run samples from `work` until it ends (or the run stops early)."""
@@ -83,11 +94,13 @@ class DeferredScoring:
                     await checkpoint()
                 elif len(queue) < bound:
                     queue.append(finish)
+                    self._queued += 1
                     self._wake.set()
                 else:  # full: score the queue here (in order, one write), then let others run
                     queue.append(finish)
                     complete(self._drain())
                     await checkpoint()
+            self._started_all.set()
         finally:
             self._workers -= 1
             self._wake.set()
@@ -95,8 +108,13 @@ class DeferredScoring:
     async def finisher(self) -> None:
         """Score and record the queued runs, in order, until every worker has ended."""
         queue, complete, checkpoint = self._queue, self._complete, anyio.lowlevel.checkpoint
+        seen = -1
         while True:
-            if queue:
+            if queue and self._queued != seen and not self._started_all.is_set():
+                seen = self._queued  # workers are busy starting samples: let them go on
+                with anyio.move_on_after(_QUIET):
+                    await self._started_all.wait()
+            elif queue:
                 complete(self._drain(_PER_TURN))
                 await checkpoint()  # workers woken meanwhile start their next sample first
             elif self._workers == 0:
