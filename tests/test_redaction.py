@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
-from weakincentives import redaction, serde
+from weakincentives import _redaction_reading, serde
 from weakincentives._redaction_text import alternation as _alternation
 from weakincentives._redaction_values import LazyReader, reader
 from weakincentives.evals import EvalResult, Fingerprint, Metric, RunStore, Score
@@ -169,7 +169,7 @@ def make_redactor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     """Each `finds_in` test twice: records read by the loop of a class's first records, and
     by the fast readers compiled after them (here after one record that meets them all)."""
     compiled = request.param == "compiled"
-    monkeypatch.setattr(redaction, "_COMPILE_AFTER", 1 if compiled else 10**9)
+    monkeypatch.setattr(_redaction_reading, "COMPILE_AFTER", 1 if compiled else 10**9)
 
     def make(environ: Mapping[str, str]) -> Redactor:
         redactor = RedactionPolicy().redactor(environ=environ)
@@ -415,7 +415,7 @@ def test_a_class_is_read_by_its_compiled_reader_only_after_its_first_records() -
     lazy = redactor._classes[EvalResult]
     assert isinstance(lazy, LazyReader)
     assert lazy.fast is None
-    for _ in range(redaction._COMPILE_AFTER):
+    for _ in range(_redaction_reading.COMPILE_AFTER):
         assert redactor.finds_in(_result()) is False
     assert not isinstance(redactor._classes[EvalResult], LazyReader)  # called directly now
     assert lazy.fast is redactor._classes[EvalResult]

@@ -22,30 +22,23 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import logging
 import os
 import re
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._redaction_reading import ITEMS as _ITEMS
+from ._redaction_reading import MAPPING as _MAPPING
+from ._redaction_reading import NUMBERS as _NUMBERS
+from ._redaction_reading import RecordReaders as _RecordReaders
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import fold as _fold
 from ._redaction_text import name_form as _name_form
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
-from ._redaction_values import Inline as _Inline
-from ._redaction_values import LazyReader as _LazyReader
-from ._redaction_values import Reader as _Reader
-from ._redaction_values import numeric_only as _numeric_only
-from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
-from ._redaction_values import reader as _reader
-from ._redaction_values import type_hints as _hints
 
 __all__ = [
     "DEFAULT_SECRET_ENV_NAMES",
@@ -150,27 +143,10 @@ _CLEAN_CHARS = 4_000_000
 """`Redactor.finds_in`: a record's text this long has its strings this long remembered once
 found clean (at most this many characters of them per redactor)."""
 
-_COMPILE_AFTER = 100
-"""`Redactor.finds_in` reads a class's records by its fast reader (compiled) from its
-101st record on: a process that writes a few records never compiles one."""
-
 _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
 
 _UNSEEN: Any = object()
-_MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
-_ITEMS: Any = object()  # ... and a tuple subclass: its items
-_NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
-
-
-def _may_hold_dict(tp: Any) -> bool:
-    """Whether a field declared as `tp` may hold a `dict` (`Any`, a mapping, a union)."""
-    if tp is Any or tp is dict:
-        return True
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        return any(_may_hold_dict(arg) for arg in typing.get_args(tp))
-    return origin is dict or origin is Mapping
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
@@ -282,7 +258,9 @@ class Redactor:
         # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
-        self._classes: dict[type, Any] = {}  # class -> `_how_to_read(class)`
+        # class -> how `_collect` reads it (see `RecordReaders.how_to_read`)
+        self._readers = _RecordReaders(self._secret_key)
+        self._classes = self._readers.classes
         self._clean_long: set[str] = set()  # see `_finds_secret_once`
         self._clean_chars = 0
 
@@ -387,7 +365,7 @@ class Redactor:
             else:
                 how = _MAPPING if kind is dict else classes.get(kind, _UNSEEN)
                 if how is _UNSEEN:
-                    how = classes[kind] = self._how_to_read(kind)
+                    how = classes[kind] = self._readers.how_to_read(kind)
                 if how is _MAPPING:
                     for key in item:
                         if type(key) is not str:
@@ -420,100 +398,11 @@ class Redactor:
                     push(part)
         return True
 
-    def _how_to_read(self, cls: type, building: frozenset[type] = frozenset()) -> Any:
-        """How `_collect` reads an instance of `cls` (not a builtin it knows).
-
-        `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
-        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
-        `Reader` of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
-        for the class.
-        """
-        if dataclasses.is_dataclass(cls):
-            return self._text_fields(cls, building)
-        if issubclass(cls, tuple):
-            return _NUMBERS if _own_numeric_named_tuple(cls) else _ITEMS
-        if issubclass(cls, Mapping):
-            return _MAPPING
-        return None
-
     def _secret_key(self, key: str) -> bool:
         secret = self._secret_keys.get(key)
         if secret is None:
             secret = self._secret_keys[key] = self._fields.search(_name_form(key)) is not None
         return secret
-
-    def _text_fields(self, cls: type, building: frozenset[type] = frozenset()) -> _Reader | None:
-        """For dataclass `cls`: a `Reader` of an instance's fields that may hold text.
-
-        None for a class that is not a dataclass, or one with a secret-looking field name
-        (a key of its JSON form). Of this package's own records, the fields declared as
-        numbers or booleans only (`int`, `float | None`, a dataclass of such fields...)
-        are left out: they are built by this package's code, which fills them as
-        declared; and a field declared as a dataclass or a tuple of them (a result's
-        score and messages), a tuple of this package's named tuples of numbers (skipped)
-        or a mapping (or `Any`: a dict) is read in place by the compiled reader (see
-        `reader`). `building` holds the classes whose readers are being made, which are
-        not read in place (a class that holds itself). A user's class is read whole (its
-        annotations are not enforced). The reader is a `LazyReader`: compiled after the
-        class's first `_COMPILE_AFTER` records.
-        """
-        if not dataclasses.is_dataclass(cls):
-            return None
-        fields = dataclasses.fields(cls)
-        if any(self._secret_key(f.name) for f in fields):
-            return None
-        names = tuple(f.name for f in fields)
-        hints: dict[str, Any] | None = None
-        if cls.__module__.partition(".")[0] == "weakincentives":
-            hints = _hints(cls)
-            names = tuple(name for name in names if not _numeric_only(hints.get(name)))
-        build = functools.partial(self._fast_reader, cls, names, hints, building | {cls})
-        return _LazyReader(names, build, _COMPILE_AFTER)
-
-    def _fast_reader(
-        self,
-        cls: type,
-        names: tuple[str, ...],
-        hints: dict[str, Any] | None,
-        building: frozenset[type],
-    ) -> _Reader:
-        """`cls`'s `reader`, the fields `hints` declares as records read in place."""
-        inline: dict[str, _Inline] = {}
-        for name in names if hints is not None else ():
-            how = self._inline(hints.get(name), building)  # type: ignore[union-attr]
-            if how is not None:
-                inline[name] = how
-        fast = _reader(names, inline)
-        if isinstance(self._classes.get(cls), _LazyReader):
-            self._classes[cls] = fast  # `_collect` calls it directly from now on
-        return fast
-
-    def _inline(self, tp: Any, building: frozenset[type]) -> _Inline | None:
-        """How a reader reads a field declared as `tp` in place, if it can (`_text_fields`)."""
-        args = typing.get_args(tp)
-        if typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis:
-            item = args[0]
-            if isinstance(item, type) and issubclass(item, tuple):
-                return _Inline("numbers", item) if _own_numeric_named_tuple(item) else None
-            read = self._nested_reader(item, building)
-            return None if read is None else _Inline("many", item, read)
-        read = self._nested_reader(tp, building)
-        if read is not None:
-            return _Inline("one", tp, read)
-        if _may_hold_dict(tp):
-            return _Inline("mapping", dict, secret_key=self._secret_key)
-        return None
-
-    def _nested_reader(self, tp: Any, building: frozenset[type]) -> _Reader | None:
-        if not isinstance(tp, type) or not dataclasses.is_dataclass(tp) or tp in building:
-            return None
-        # Only a class already met in the records read so far (before its holder's reader
-        # is compiled): one never met (a tool call in a run without tools) is left to be
-        # pushed, which costs nothing until it turns up, rather than its type hints now.
-        how = self._classes.get(tp)
-        if isinstance(how, _LazyReader) and how.used:  # met: hot, as its holder is
-            return how.force()
-        return how if callable(how) else None
 
     def _finds_secret(self, text: str, lower: str) -> bool:
         if self._finds_secret_as_written(text, lower):
