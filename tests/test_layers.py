@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "_frozen": 1,  # `quick_init` of hot frozen dataclasses; imports nothing of ours
     "_redaction_values": 1,  # how `Redactor.finds_in` reads values (readers, numeric types)
     "_redaction_text": 1,  # the guard-word regex and span replacement of `redaction`
+    "_redaction_reading": 1,  # the per-class readers of `Redactor.finds_in` (compiled lazily)
     "errors": 1,
     "clock": 1,
     "serde": 1,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import pytest
@@ -20,12 +23,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers.secrets import ENV_SECRETS, PLANTED, assert_no_secret
-from weakincentives import serde
+from weakincentives import _redaction_reading, serde
 from weakincentives._redaction_text import alternation as _alternation
-from weakincentives.evals import EvalResult, Fingerprint, RunStore, Score
-from weakincentives.redaction import REDACTED, RedactionPolicy, default_redactor
+from weakincentives._redaction_values import LazyReader, reader
+from weakincentives.evals import EvalResult, Fingerprint, Metric, RunStore, Score
+from weakincentives.evals._records import ToolCallRecord
+from weakincentives.redaction import REDACTED, RedactionPolicy, Redactor, default_redactor
 from weakincentives.runtime import ChatMessage, TokenUsage
-from weakincentives.runtime.session import TurnUsage
+from weakincentives.runtime.session import ThinkingBlock, ToolCall, TurnUsage
 
 
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
@@ -143,11 +148,49 @@ def _result(**changes: Any) -> EvalResult:
     return dataclasses.replace(plain, **changes)
 
 
+_FULL = _result(
+    score=Score(value=1.0, passed=True, reason="ok", metrics=(Metric("m", 1.0),)),
+    messages=(
+        ChatMessage(
+            role="assistant", content="a", tool_calls=(ToolCall(id="1", name="t", arguments="{}"),),
+            thinking=(ThinkingBlock(text="hm"),),
+        ),
+    ),
+    tool_calls=(ToolCallRecord(name="t", params={"q": "x"}, message="ok", success=True),),
+    turns=(TurnUsage(1, 2, None),), metadata={"k": "v"}, output={"a": ["b"]}, input={"q": "1"},
+)  # fmt: skip
+"""A result holding every kind of record a result holds."""
+
+Make = Callable[[Mapping[str, str]], Redactor]
+
+
+@pytest.fixture(params=["loop", "compiled"])
+def make_redactor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Make:
+    """Each `finds_in` test twice: records read by the loop of a class's first records, and
+    by the fast readers compiled after them (here after one record that meets them all)."""
+    compiled = request.param == "compiled"
+    monkeypatch.setattr(_redaction_reading, "COMPILE_AFTER", 1 if compiled else 10**9)
+
+    def make(environ: Mapping[str, str]) -> Redactor:
+        redactor = RedactionPolicy().redactor(environ=environ)
+        if compiled:
+            for _ in range(2):  # the first meets every record class, the second compiles
+                assert redactor.finds_in(_FULL) is False
+            for cls in (EvalResult, Score, ChatMessage, ToolCall, ToolCallRecord):
+                assert not isinstance(redactor._classes[cls], LazyReader), cls
+        return redactor
+
+    return make
+
+
 @pytest.mark.parametrize(("name", "text", "secret"), PLANTED, ids=[p[0] for p in PLANTED])
 def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
-    name: str, text: str, secret: str
+    name: str,
+    text: str,
+    secret: str,
+    make_redactor: Make,
 ) -> None:
-    redactor = RedactionPolicy().redactor(environ=ENV_SECRETS)
+    redactor = make_redactor(ENV_SECRETS)
     assert redactor.finds_in(_result()) is False
     places: list[dict[str, Any]] = [
         {"output": text},
@@ -173,8 +216,10 @@ def test_finds_in_sees_every_planted_secret_wherever_a_result_holds_it(
         pytest.param([{"metadata": {"Authorization": "x"}}], id="nested-secret-key"),
     ],
 )
-def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) -> None:
-    redactor = default_redactor(environ={})
+def test_finds_in_sends_a_secret_looking_key_to_the_full_check(
+    value: object, make_redactor: Make
+) -> None:
+    redactor = make_redactor({})
     assert redactor.finds_in(value) is None
     assert redactor.finds(serde.dumps(value).decode())
 
@@ -189,30 +234,34 @@ def test_finds_in_sends_a_secret_looking_key_to_the_full_check(value: object) ->
         pytest.param(Decimal("1.5"), id="decimal"),
     ],
 )
-def test_finds_in_cannot_tell_for_values_it_does_not_know(value: object) -> None:
-    assert default_redactor(environ={}).finds_in(value) is None
+def test_finds_in_cannot_tell_for_values_it_does_not_know(
+    value: object, make_redactor: Make
+) -> None:
+    assert make_redactor({}).finds_in(value) is None
 
 
-def test_finds_in_leaves_a_cycle_to_the_full_check() -> None:
+def test_finds_in_leaves_a_cycle_to_the_full_check(make_redactor: Make) -> None:
     loop: list[Any] = ["x"]
     loop.append(loop)
-    assert default_redactor(environ={}).finds_in(loop) is None
+    assert make_redactor({}).finds_in(loop) is None
 
 
-def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata() -> None:
+def test_finds_in_is_false_for_an_ordinary_result_with_usage_and_metadata(
+    make_redactor: Make,
+) -> None:
     result = _result(
         metadata={"keyword": "math", "topic": "tokens"},
         usage=TokenUsage(input_tokens=10, output_tokens=3),
         output=_Reply(text="a1", score=4, extra=[1.5, None, True]),
     )
-    assert default_redactor(environ={}).finds_in(result) is False
+    assert make_redactor({}).finds_in(result) is False
 
 
-def test_finds_in_vouches_for_a_result_with_turns() -> None:
+def test_finds_in_vouches_for_a_result_with_turns(make_redactor: Make) -> None:
     # Per-turn usage (`TurnUsage`, a named tuple) is on every agent result: a result
     # holding it must not fall back to searching its whole JSON line.
     result = _result(turns=(TurnUsage(17, 4, None), TurnUsage(3, 2, 0.5)))
-    assert default_redactor(environ={}).finds_in(result) is False
+    assert make_redactor({}).finds_in(result) is False
 
 
 def test_the_run_store_redacts_a_secret_in_a_custom_field_type(tmp_path: Path) -> None:
@@ -265,3 +314,109 @@ def test_a_keep_group_anywhere_in_a_users_pattern_is_kept() -> None:
         policy.redactor({}).text("xabcdefy id=42 id=")
         == "x[REDACTED]cd[REDACTED]y id=[REDACTED] id="
     )
+
+
+_PARTS: list[Any] = ["text", "", None, (), [], ("a", 1), {"k": "v"}, 0, 1.5, True, _Pair("p", 2)]
+
+
+@pytest.mark.parametrize("names", [("a", "b", "c"), ("a",), (), ("class", "b")])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_reader_sorts_the_fields_as_a_loop_over_their_values_does(
+    names: tuple[str, ...], seed: int
+) -> None:
+    # What `Redactor._collect` did with a dataclass's field values before readers: strings
+    # out, None and `()` dropped, the rest stacked, in field order (a keyword as a field
+    # name takes the generic reader).
+    rng = random.Random(seed)
+    obj = SimpleNamespace(**{name: rng.choice(_PARTS) for name in names})
+    expected_out: list[str] = []
+    expected_stack: list[Any] = []
+    for part in (getattr(obj, name) for name in names):
+        if type(part) is str:
+            expected_out.append(part)
+        elif part is not None and part != ():
+            expected_stack.append(part)
+    out: list[str] = []
+    stack: list[Any] = []
+    assert reader(names)(obj, out.append, stack.append) == len(names)
+    assert (out, stack) == (expected_out, expected_stack)
+
+
+class _Shouted(ChatMessage):
+    """A message of a subclass: not the declared class, so read as any other value."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    text: str
+    children: tuple[_Node, ...] = ()
+    parent: _Node | None = None
+
+
+_Node.__module__ = "weakincentives._test_node"  # read as this package's records are
+
+
+@pytest.mark.parametrize(("name", "text", "secret"), PLANTED[:4], ids=[p[0] for p in PLANTED[:4]])
+def test_finds_in_sees_a_secret_in_nested_records_of_any_shape(
+    name: str,
+    text: str,
+    secret: str,
+    make_redactor: Make,
+) -> None:
+    # A result's score, messages and turns are read in place when they hold the declared
+    # classes; anything else there is still read.
+    redactor = make_redactor({})
+    odd: list[dict[str, Any]] = [
+        {"messages": (_Shouted(role="user", content=text),)},
+        {"messages": (ChatMessage(role="user", content="ok"), text)},
+        {"messages": [ChatMessage(role="user", content=text)]},
+        {"messages": (ChatMessage(role="user", content={"deep": [text]}),)},  # type: ignore[arg-type]  # a value of the wrong type
+        {"turns": (TurnUsage(1, 2, None), text)},
+        {"turns": [text]},
+        {"score": text},
+    ]
+    for change in odd:
+        assert redactor.finds_in(_result(**change)) is True, (name, change)
+    assert redactor.finds_in(_result(turns=(TurnUsage(1, 2, None),))) is False
+
+
+def test_finds_in_reads_a_record_class_that_holds_itself(make_redactor: Make) -> None:
+    redactor = make_redactor({})
+    leaf = _Node("sk-proj-abcdefghijklmnop1234567890")
+    tree = _Node("root", children=(_Node("a", children=(leaf,)), _Node("b")), parent=_Node("p"))
+    assert redactor.finds_in(tree) is True
+    assert redactor.finds_in(_Node("root", children=(_Node("a"),), parent=_Node("p"))) is False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"output": {"api_key": "plain"}}, id="secret-key-in-the-output"),
+        pytest.param({"metadata": {"Authorization": "x"}}, id="secret-key-in-the-metadata"),
+        pytest.param({"input": {"q": {"password": "x"}}}, id="nested-secret-key"),
+        pytest.param({"expected": {1: "int key"}}, id="non-string-key"),
+        pytest.param({"environment": {"when": datetime(2026, 1, 2, tzinfo=UTC)}}, id="custom"),
+    ],
+)
+def test_finds_in_cannot_vouch_for_a_result_holding_a_secret_key_or_an_odd_value(
+    change: dict[str, Any],
+    make_redactor: Make,
+) -> None:
+    assert make_redactor({}).finds_in(_result(**change)) is None
+    assert make_redactor({}).finds_in(_result(output={"ok": "1"})) is False
+
+
+def test_a_class_is_read_by_its_compiled_reader_only_after_its_first_records() -> None:
+    # Compiling a fast reader costs about a millisecond: a process that writes a few
+    # results (a cold first run) must not pay it; one that writes many does, once.
+    redactor = RedactionPolicy().redactor(environ={})
+    for _ in range(3):
+        assert redactor.finds_in(_result()) is False
+    lazy = redactor._classes[EvalResult]
+    assert isinstance(lazy, LazyReader)
+    assert lazy.fast is None
+    for _ in range(_redaction_reading.COMPILE_AFTER):
+        assert redactor.finds_in(_result()) is False
+    assert not isinstance(redactor._classes[EvalResult], LazyReader)  # called directly now
+    assert lazy.fast is redactor._classes[EvalResult]
+    assert redactor.finds_in(_result(output="sk-proj-abcdefghijklmnop1234567890")) is True

@@ -22,7 +22,6 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -31,16 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._redaction_reading import ITEMS as _ITEMS
+from ._redaction_reading import MAPPING as _MAPPING
+from ._redaction_reading import NUMBERS as _NUMBERS
+from ._redaction_reading import RecordReaders as _RecordReaders
 from ._redaction_text import alternation as _alternation
 from ._redaction_text import fold as _fold
 from ._redaction_text import name_form as _name_form
 from ._redaction_text import replace_spans
 from ._redaction_values import NO_ITEMS as _NO_ITEMS
-from ._redaction_values import Getter as _Getter
-from ._redaction_values import getter as _getter
-from ._redaction_values import numeric_only as _numeric_only
-from ._redaction_values import own_numeric_named_tuple as _own_numeric_named_tuple
-from ._redaction_values import type_hints as _hints
 
 __all__ = [
     "DEFAULT_SECRET_ENV_NAMES",
@@ -149,9 +147,6 @@ _MAX_VALUES = 100_000
 """`Redactor.finds_in` leaves values with more parts (or a cycle) to `finds` on the JSON."""
 
 _UNSEEN: Any = object()
-_MAPPING: Any = object()  # how `Redactor._collect` reads a mapping: keys and values
-_ITEMS: Any = object()  # ... and a tuple subclass: its items
-_NUMBERS: Any = object()  # ... and one of this package's named tuples of numbers: skipped
 
 
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@")
@@ -263,7 +258,9 @@ class Redactor:
         # A literal is searched as it is and JSON-escaped (`finds` runs on serialized JSON).
         self._literal_forms = tuple({json.dumps(s)[1:-1] for s in literals} | set(literals))
         self._secret_keys: dict[str, bool] = {}
-        self._classes: dict[type, Any] = {}  # class -> `_how_to_read(class)`
+        # class -> how `_collect` reads it (see `RecordReaders.how_to_read`)
+        self._readers = _RecordReaders(self._secret_key)
+        self._classes = self._readers.classes
         self._clean_long: set[str] = set()  # see `_finds_secret_once`
         self._clean_chars = 0
 
@@ -276,7 +273,10 @@ class Redactor:
         """Whether `text` holds anything a net would replace (a secret-looking JSON key too).
 
         The cheap test before `data` on a serialized record: a few substring and guarded
-        regex searches, and each distinct JSON key checked once per redactor.
+        regex searches, and each distinct JSON key checked once per redactor. On JSON
+        text, a newline or tab inside a string is an escape (a backslash and a letter),
+        not the blank that `Bearer <token>` or `password = <value>` needs: to vouch for
+        JSON data, parse it and ask `finds_in`.
         """
         lower = text.lower()
         if self._finds_secret(text, lower):
@@ -365,10 +365,9 @@ class Redactor:
             else:
                 how = _MAPPING if kind is dict else classes.get(kind, _UNSEEN)
                 if how is _UNSEEN:
-                    how = classes[kind] = self._how_to_read(kind)
+                    how = classes[kind] = self._readers.how_to_read(kind)
                 if how is _MAPPING:
-                    parts = []
-                    for key, inner in item.items():
+                    for key in item:
                         if type(key) is not str:
                             return False
                         secret = secret_keys.get(key)
@@ -377,15 +376,18 @@ class Redactor:
                         if secret:
                             return False
                         append(key)
-                        parts.append(inner)
+                    parts = item.values()
                 elif how is _ITEMS:
                     parts = item
                 elif how is _NUMBERS:
                     continue
                 elif how is None:
                     return False
-                else:
-                    parts = how(item)
+                else:  # a dataclass: its reader sorts its parts as the loop below does
+                    budget -= how(item, append, push) + 1
+                    if budget < 0:
+                        return False
+                    continue
             budget -= len(parts) + 1
             if budget < 0:
                 return False
@@ -396,47 +398,11 @@ class Redactor:
                     push(part)
         return True
 
-    def _how_to_read(self, cls: type) -> Any:
-        """How `_collect` reads an instance of `cls` (not a builtin it knows).
-
-        `_MAPPING` (its keys and values), `_ITEMS` (a named tuple: its JSON form is its
-        items), `_NUMBERS` (this package's named tuple of numbers: nothing to read), a
-        getter of a dataclass's text fields (`_text_fields`), or None: it cannot vouch
-        for the class.
-        """
-        if dataclasses.is_dataclass(cls):
-            return self._text_fields(cls)
-        if issubclass(cls, tuple):
-            return _NUMBERS if _own_numeric_named_tuple(cls) else _ITEMS
-        if issubclass(cls, Mapping):
-            return _MAPPING
-        return None
-
     def _secret_key(self, key: str) -> bool:
         secret = self._secret_keys.get(key)
         if secret is None:
             secret = self._secret_keys[key] = self._fields.search(_name_form(key)) is not None
         return secret
-
-    def _text_fields(self, cls: type) -> _Getter | None:
-        """For dataclass `cls`: a function of an instance -> its fields that may hold text.
-
-        None for a class that is not a dataclass, or one with a secret-looking field name
-        (a key of its JSON form). Of this package's own records, the fields declared as
-        numbers or booleans only (`int`, `float | None`, a dataclass of such fields...)
-        are left out: they are built by this package's code, which fills them as
-        declared. A user's class is read whole (its annotations are not enforced).
-        """
-        if not dataclasses.is_dataclass(cls):
-            return None
-        fields = dataclasses.fields(cls)
-        if any(self._secret_key(f.name) for f in fields):
-            return None
-        names = [f.name for f in fields]
-        if cls.__module__.partition(".")[0] == "weakincentives":
-            hints = _hints(cls)
-            names = [name for name in names if not _numeric_only(hints.get(name))]
-        return _getter(tuple(names))
 
     def _finds_secret(self, text: str, lower: str) -> bool:
         if self._finds_secret_as_written(text, lower):
@@ -451,7 +417,8 @@ class Redactor:
             if form in text:
                 return True
         if self._any_guard_word is not None and self._any_guard_word.search(lower) is None:
-            return any(pattern.compiled().search(text) for pattern in self._unguarded)
+            unguarded = self._unguarded  # none in the default policy: no generator made
+            return bool(unguarded) and any(p.compiled().search(text) for p in unguarded)
         for words, pattern in self._word_guarded:
             for word in words:
                 if word in lower:

@@ -24,6 +24,7 @@ from weakincentives.evals._records import (
     TurnUsage,
     build_request,
     build_result,
+    result_of,
 )
 from weakincentives.evals._values import recorded_value
 from weakincentives.experiment import BASELINE
@@ -68,6 +69,11 @@ def test_build_result_makes_what_the_constructor_makes() -> None:
     assert build_result(**minimal, latency_ms=0, usage=TokenUsage(), metadata={}) == (
         EvalResult(**minimal, latency_ms=0)
     )
+    # The positional route: the same fields, in `EvalResult`'s field order.
+    ordered = [values[f.name] for f in dataclasses.fields(EvalResult)]
+    assert type(result_of(*ordered)) is EvalResult
+    assert result_of(*ordered) == made
+    assert serde.dumps(result_of(*ordered)) == serde.dumps(made)
 
 
 # -- build_request --------------------------------------------------------------------

@@ -175,3 +175,24 @@ def test_the_guard_words_trie_matches_where_the_plain_alternation_does(seed: int
 def test_a_bearer_word_right_before_a_url_with_a_password() -> None:
     redactor = default_redactor(environ={})
     assert "pw-1234" not in redactor.text("Bearer\npostgres://ada:pw-1234@db/app")
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Bearer\nabcdefgh12345678", "abcdefgh12345678"),
+        ("Authorization: Basic\tQWxhZGRpbjpvcGVu", "QWxhZGRpbjpvcGVu"),
+        ("password =\nhunter2-planted", "hunter2-planted"),
+    ],
+)
+def test_a_secret_after_an_escaped_blank_is_redacted_beside_a_custom_value(
+    text: str, secret: str, tmp_path: Path
+) -> None:
+    # A custom value (a datetime) sends the line to the check of its JSON form, where a
+    # newline or a tab is an escape (`\n`), not the blank the pattern needs.
+    result = _result(random.Random(0), "none", None)
+    output = {"when": datetime(2026, 1, 2, tzinfo=UTC), "note": text}
+    result = dataclasses.replace(result, output=output)
+    assert _written(tmp_path, [result, result]) == [_reference(result)] * 2
+    line = (tmp_path / "runs" / "r" / "results.jsonl").read_text(encoding="utf-8")
+    assert secret not in line

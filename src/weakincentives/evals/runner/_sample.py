@@ -37,8 +37,8 @@ from .._records import (
     Score,
     ToolCallRecord,
     TurnUsage,
-    build_result,
     error_message,
+    result_of,
 )
 from ..scoring import (
     Trajectory,
@@ -332,7 +332,8 @@ def _score(
         result = _error(record, kind, exc, extras, output)
         return SampleOutcome(result, session, response, exc, "evaluator")
     prices = record.prices
-    judge_cost = None if prices is None else judge_cost_of(score, prices)
+    # A judge's cost is in its score's metrics: a score without any has none.
+    judge_cost = None if prices is None or not score.metrics else judge_cost_of(score, prices)
     result = _result(record, score, extras, _jsonable(output), judge_cost=judge_cost)
     return SampleOutcome(result, session, response)
 
@@ -358,19 +359,18 @@ def _result(
     error_kind: ErrorKind | None = None,
     judge_cost: float | None = None,
 ) -> EvalResult:
-    # Built through its slots (see `build_result`): this runs per sample.
+    # Built through its slots, its fields passed in order (see `result_of`): this runs
+    # per sample.
     request = record.request
     sample = request.sample
     usage, messages, tool_calls, cost, turns = extras
     inputs = record.inputs
-    return build_result(
-        sample_id=sample.id, experiment_name=request.experiment.name, score=score,
-        latency_ms=record.latency, error=error, error_kind=error_kind, epoch=request.epoch,
-        request_id=str(request.request_id), run_id=request.run_id, usage=usage,
-        metadata=dict(sample.metadata), output=output, messages=messages,
-        tool_calls=tool_calls, delivery_count=record.delivery_count,
-        input=inputs.value(sample.input), expected=inputs.value(sample.expected),
-        cost=cost, judge_cost=judge_cost, session_id=record.session_id, turns=turns,
+    return result_of(
+        sample.id, request.experiment.name, score, round(record.latency), error, None,
+        error_kind, request.epoch, str(request.request_id), request.run_id, usage,
+        dict(sample.metadata), output, messages, tool_calls, record.delivery_count, None,
+        inputs.value(sample.input), inputs.value(sample.expected), cost, judge_cost,
+        record.session_id, turns,
     )  # fmt: skip
 
 
