@@ -64,6 +64,7 @@ stored run is `interrupted`, and `resume=` continues it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast, overload
@@ -95,7 +96,7 @@ from ..store import (
     RunStore,
     code_directory,
     git_commit,
-    git_dirty_future,
+    models_of,
     new_run_id,
 )
 from ._bundles import BundleOptions, BundleScope
@@ -103,6 +104,7 @@ from ._config import EvalConfig, PrepareMessages, limit_samples, with_prepared_m
 from ._environment import EnvironmentFactory
 from ._fail_fast import DEFAULT_FAIL_FAST, FailFast
 from ._progress import ProgressSink, as_progress
+from ._publish import DeferredManifest
 from ._scheduler import LocalRun
 from ._settings import RunSettings
 from ._setup import check_overrides_tags, prepare_scorer
@@ -296,31 +298,22 @@ async def evaluate(
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
             commit = git_commit(code_directory(target))  # the checkout of the code
-            # `git status` takes milliseconds: a new run records its answer when it comes
-            # (see `LocalRun.attach`); a resumed run keeps its recorded provenance.
-            dirty = git_dirty_future() if commit is not None and resume is None else None
-            known = dirty is None or dirty.done()
-            provenance = RunProvenance.collect(
-                target=target, evaluator=evaluator, dataset_sha256=source.sha256,
-                dataset_path=None if dataset_path is None else str(dataset_path),
-                git_commit=commit, git_dirty=dirty.result() if dirty and known else None,
-            )  # fmt: skip
             fingerprint = Fingerprint.build(
                 dataset_sha256=source.sha256 or UNHASHED_STREAM,
                 experiments=settings.experiments, evaluators=[evaluator], target=runner.identity,
-                epochs=epochs, extra=fingerprint_extra, models=provenance.models(),
+                epochs=epochs, extra=fingerprint_extra, models=models_of(target, evaluator),
                 git_commit=commit,
             )  # fmt: skip
-            run.attach(
-                run_store,
-                fingerprint,
-                resume,
-                run_id,
-                retry_errors,
-                provenance,
-                info=run_info,
-                git_dirty=None if known else dirty,
-            )
+            if resume is not None:  # a resumed run keeps its recorded provenance
+                run.attach(run_store, fingerprint, resume, retry_errors)
+            else:  # the provenance is collected as run.json is written (`DeferredManifest`)
+                provenance = functools.partial(
+                    RunProvenance.collect, target=target, evaluator=evaluator,
+                    dataset_sha256=source.sha256, git_commit=commit,
+                    dataset_path=None if dataset_path is None else str(dataset_path),
+                )  # fmt: skip
+                manifest = DeferredManifest(provenance, ask_git=commit is not None)
+                run.create(run_store, fingerprint, run_id, manifest, info=run_info)
         else:
             run.run_id = run_id
         await run.execute()

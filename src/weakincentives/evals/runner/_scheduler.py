@@ -13,14 +13,12 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from weakincentives import serde
 from weakincentives.clock import Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.runtime.threads import WorkerThreads
@@ -36,13 +34,13 @@ from .._records import (
     error_message,
 )
 from ..report import EvalReport
-from ..store import Fingerprint, RunHandle, RunProvenance, RunStatus, RunStore, StoredResults
+from ..store import Fingerprint, RunHandle, RunStatus, RunStore, StoredResults
 from ._deferred import DeferredScoring, Work
 from ._environment import EnvironmentFactory, create_environment, serialize_environment
 from ._fail_fast import FailFast
 from ._fanout import fan_out
-from ._git_dirty import GitDirty
 from ._progress import NullProgress, ProgressSink
+from ._publish import DeferredManifest
 from ._sample import NO_USAGE, SampleOutcome
 from ._settings import RunSettings
 from ._slots import ResultBuffer, SlotPool
@@ -90,7 +88,7 @@ class LocalRun:
         self.progress = progress
         self.run_id: str | None = None
         self.handle: RunHandle | None = None
-        self._git_dirty: GitDirty | None = None  # see `attach`
+        self._manifest: DeferredManifest | None = None  # a new run's (see `create`)
         self.resumed = False
         self.done: Collection[tuple[str, str, int]] = ()
         self.earlier: dict[tuple[str, str, int], EvalResult] = {}
@@ -122,47 +120,46 @@ class LocalRun:
         per_sample = len(self.settings.experiments) * self.settings.epochs
         return None if n is None else n * per_sample
 
-    def attach(
+    def create(
         self,
         store: RunStore,
         fingerprint: Fingerprint,
-        resume: str | None,
         run_id: str | None,
-        retry_errors: bool,
-        provenance: RunProvenance | None = None,
+        manifest: DeferredManifest,
         *,
         info: Mapping[str, Any] | None = None,
-        git_dirty: Future[bool | None] | None = None,
     ) -> None:
-        """Create the stored run, or resume one (reading back what it already holds).
+        """Create the stored run: its directory and results file now, `run.json` later.
 
-        `git_dirty`, when git has not answered yet: recorded in the new run's manifest as
-        soon as it has, and by `finish` (which waits for it) in any case.
+        A store that cannot be written fails here, before any sample starts; `run.json`
+        is written once the first samples wait on their calls, or before they start in
+        worker threads, and before the first result in any case (`DeferredManifest`).
         """
         s = self.settings
-        if resume is None:
-            config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
-            if git_dirty is not None and git_dirty.done() and provenance is not None:
-                provenance = dataclasses.replace(provenance, git_dirty=git_dirty.result())
-                git_dirty = None  # answered meanwhile: in the manifest from the start
-            self.handle = store.create(
-                fingerprint, run_id=run_id, config=config, expected_results=self.planned,
-                provenance=None if provenance is None else serde.dump(provenance),
-            )  # fmt: skip
-            if git_dirty is not None:
-                self._git_dirty = GitDirty(self.handle, git_dirty)
-        else:
-            if self.source.sha256 is None:
-                raise ConfigurationError(
-                    "resuming needs the dataset's hash: pass a Dataset or a list, or the "
-                    "hash of a streamed dataset as dataset_sha256=dataset_sha256(path, I, E)"
-                )
-            self.handle = store.resume(resume, fingerprint)
-            self.resumed = True
-            self.done = self.handle.completed_keys(include_errors=not retry_errors)
-            for result in self.handle.iter_results():
-                if result.key in self.done:
-                    self.earlier[result.key] = slim(result)
+        config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
+        self._manifest = manifest
+        self.handle = manifest.handle = store.create(
+            fingerprint, run_id=run_id, config=config, expected_results=self.planned,
+            provenance=manifest.collect, defer_manifest=True,
+        )  # fmt: skip
+        self.handle.expect_unique_keys()  # see `attach`
+        self.run_id = self.handle.run_id
+
+    def attach(
+        self, store: RunStore, fingerprint: Fingerprint, resume: str, retry_errors: bool
+    ) -> None:
+        """Resume a stored run, reading back what it already holds."""
+        if self.source.sha256 is None:
+            raise ConfigurationError(
+                "resuming needs the dataset's hash: pass a Dataset or a list, or the "
+                "hash of a streamed dataset as dataset_sha256=dataset_sha256(path, I, E)"
+            )
+        self.handle = store.resume(resume, fingerprint)
+        self.resumed = True
+        self.done = self.handle.completed_keys(include_errors=not retry_errors)
+        for result in self.handle.iter_results():
+            if result.key in self.done:
+                self.earlier[result.key] = slim(result)
         # This call runs each key once (the work skips the done ones), so the handle need
         # not remember the keys it is given: its memory stays flat however long the run.
         self.handle.expect_unique_keys()
@@ -227,6 +224,8 @@ class LocalRun:
                 target.start, self._request, self._complete_all, self.fail_fast, slots
             )
         async with anyio.create_task_group() as tg:
+            if self._manifest is not None:
+                tg.start_soon(self._manifest.publish_soon)
             run = functools.partial(self._worker, work, limiter)
             if deferred is not None:
                 tg.start_soon(deferred.finisher)
@@ -304,6 +303,8 @@ class LocalRun:
             self._thread_loop(call, work, slots, context)
 
         slots = SlotPool(pool, slot, slots=count, timeout=timeout, on_timeout=self._timed_out)
+        if self._manifest is not None:  # before the threads start (nothing to overlap)
+            self._manifest.publish()
         slots.start()
         watch = functools.partial(slots.watch, lambda: self._stopped, self._buffer.flush)
         finished = anyio.Event()
@@ -485,8 +486,8 @@ class LocalRun:
         # its dataset (one manifest write, not two).
         assert self.handle is not None
         final: dict[str, Any] = {}
-        if self._git_dirty is not None:  # git's answer, if it did not reach run.json yet
-            final["provenance"] = self._git_dirty.final()
+        if self._manifest is not None:  # git's answer, if it did not reach run.json yet
+            final.update(self._manifest.final())
         sha256 = self.source.hashed_as_read
         fingerprint = self.handle.manifest.fingerprint
         if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:

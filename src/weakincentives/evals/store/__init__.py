@@ -2,7 +2,8 @@
 
 Holds `RunStore` (creates, opens and resumes run directories: `_run_store.py`),
 `RunHandle` (appends each result to `results.jsonl` and keeps the manifest `run.json`:
-`_handle.py`), the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
+`_handle.py`), the manifest's contents and how it is read and written (`_manifest.py`),
+the file-level pieces (atomic writes, fsync, the writer lock, tail repair,
 `iter_results`: `_files.py`), the background fsync thread (`_syncer.py`), per-run counts
 (`_tally.py`), the `Fingerprint` that decides whether a resume is the same run
 (`_fingerprint.py`), the `RunProvenance` the manifest records (`_provenance.py`), and
@@ -29,18 +30,14 @@ if TYPE_CHECKING:
         git_commit,
         qualified_name,
     )
-    from ._handle import (
-        FORMAT_VERSION,
-        RunCounts,
-        RunHandle,
-        RunManifest,
-        RunStatus,
-    )
+    from ._handle import RunCounts, RunHandle
+    from ._manifest import FORMAT_VERSION, RunManifest, RunStatus
     from ._provenance import (
         RunProvenance,
         adapters_of,
         git_dirty,
         git_dirty_future,
+        models_of,
         redact_command,
         target_adapter,
     )
@@ -75,6 +72,7 @@ __all__ = [
     "git_dirty_future",
     "iter_results",
     "latest_results",
+    "models_of",
     "new_run_id",
     "qualified_name",
     "redact_command",
@@ -100,18 +98,14 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "git_commit",
             "qualified_name",
         ),
-        "weakincentives.evals.store._handle": (
-            "FORMAT_VERSION",
-            "RunCounts",
-            "RunHandle",
-            "RunManifest",
-            "RunStatus",
-        ),
+        "weakincentives.evals.store._handle": ("RunCounts", "RunHandle"),
+        "weakincentives.evals.store._manifest": ("FORMAT_VERSION", "RunManifest", "RunStatus"),
         "weakincentives.evals.store._provenance": (
             "RunProvenance",
             "adapters_of",
             "git_dirty",
             "git_dirty_future",
+            "models_of",
             "redact_command",
             "target_adapter",
         ),

@@ -32,38 +32,34 @@ could not write, so the run's results on disk may be incomplete.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
-from weakincentives.errors import RunStoreError, SerdeError
-from weakincentives.redaction import default_redactor
+from weakincentives.errors import RunStoreError
 
 from .._records import EvalResult
 from ._files import (
     LOCK_FILE,
     MANIFEST_FILE,
     RESULTS_FILE,
+    InThread,
     WriterLock,
     iter_results,
     latest_results,
     lock_is_held,
     repair_tail,
-    write_atomic,
 )
 from ._fingerprint import Fingerprint
 from ._lines import result_dumps
+from ._manifest import FORMAT_VERSION, RunManifest, RunStatus, read_manifest, write_manifest
 from ._syncer import Syncer
 from ._tally import ResultKey, RunCounts, Tally
 
@@ -79,39 +75,7 @@ __all__ = [
     "write_manifest",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the run directory layout written by this code."""
-
-RunStatus = Literal["running", "complete", "interrupted"]
-"""`running` while a writer holds the run, `complete` when it finished, `interrupted` when it
-stopped early (a `running` run whose writer died reads as `interrupted`)."""
-
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunManifest:
-    """Contents of `run.json`. Counts are a snapshot from the last status change."""
-
-    format_version: int = FORMAT_VERSION
-    """Layout version (see `FORMAT_VERSION`)."""
-    run_id: str
-    """Directory name and id of the run."""
-    created_at: datetime
-    """When the run was created."""
-    updated_at: datetime
-    """When the manifest was last written."""
-    status: RunStatus
-    """See `RunStatus`."""
-    fingerprint: Fingerprint
-    """What must match to resume the run."""
-    counts: RunCounts = field(default_factory=RunCounts)
-    """Progress when the manifest was last written; `results.jsonl` is the truth."""
-    config: Mapping[str, Any] = field(default_factory=dict)
-    """Run settings that may change on resume (concurrency, timeouts...), JSON form."""
-    provenance: Mapping[str, Any] = field(default_factory=dict)
-    """What produced the run (`RunProvenance`, JSON form): models, versions, git commit,
-    host, command line, dataset. Empty for runs written before it was recorded."""
 
 
 class RunHandle:
@@ -134,6 +98,7 @@ class RunHandle:
         lock: WriterLock | None = None,
         tally: Tally | None = None,
         manifest_unsynced: bool = False,
+        unpublished: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self._path = path
         self._manifest = manifest
@@ -141,9 +106,16 @@ class RunHandle:
         self._sync_interval = sync_interval
         self._writer_lock = lock
         self._tally = tally or Tally()
-        self._dumps = result_dumps()
+        # `append` and `extend` serialize each result before they write it: the first
+        # serialization (`_first_dumps`) writes a deferred run.json first, so no result
+        # reaches a run without a manifest, and builds the serializer (a millisecond in a
+        # fresh process: a read-only handle never needs it).
+        self._dumps: Callable[[EvalResult], bytes] = self._first_dumps
+        # run.json not written yet (`RunStore.create(defer_manifest=True)`): its provenance.
+        self._unpublished = unpublished
         self._lock = threading.Lock()  # guards the fd, the tally and `_start_syncer`
-        # Orders the writes of run.json (`record_provenance`, `finish`): one temp file.
+        # Orders the writes of run.json (`publish`, `record_provenance`, `finish`): one
+        # temp file.
         self._manifest_lock = threading.Lock()
         # Appenders write outside the lock (see `_write`); `finish` waits for them here.
         self._no_writers = threading.Condition(self._lock)
@@ -189,7 +161,12 @@ class RunHandle:
 
     @property
     def manifest(self) -> RunManifest:
-        """The manifest as last written (or last read, for a read-only handle)."""
+        """The manifest as last written (or last read, for a read-only handle).
+
+        A deferred manifest (`RunStore.create(defer_manifest=True)`) is written first.
+        """
+        if self._unpublished is not None:
+            self.publish()
         return self._manifest
 
     @property
@@ -260,6 +237,36 @@ class RunHandle:
         return latest_results(self._path, strict=strict)
 
     # -- writing -------------------------------------------------------------------------
+
+    def publish(self) -> None:
+        """Write a deferred `run.json` now (see `RunStore.create`); once written, nothing.
+
+        Its provenance is collected here. Appending a result, `record_provenance`,
+        `finish` and `manifest` call it first, so results never reach a run without its
+        manifest; the local runner calls it once its first samples are under way.
+
+        Raises:
+            RunStoreError: `run.json` cannot be written (the run stays unpublished: the
+                next call tries again).
+        """
+        with self._manifest_lock:
+            source = self._unpublished
+            if source is None:
+                return
+            provenance = serde.dump(dict(source() or {}))
+            manifest = dataclasses.replace(self._manifest, provenance=provenance)
+            # Not fsynced, like a manifest written by `create`: the first sync makes it
+            # durable with the results (see `RunStore.create`).
+            write_manifest(self._path, manifest, durable=False)
+            self._manifest = manifest
+            self._unpublished = None  # only once written: a failed write is tried again
+
+    def _first_dumps(self, result: EvalResult) -> bytes:
+        """Serialize the first result: publish a deferred manifest, build the serializer."""
+        if self._unpublished is not None:
+            self.publish()
+        dumps = self._dumps = result_dumps()
+        return dumps(result)
 
     def append(self, result: EvalResult) -> None:
         """Record one result; it reaches the OS before this returns.
@@ -366,14 +373,8 @@ class RunHandle:
             self._wait_for_writers()
             expected = self._manifest.counts.expected
             counts = self._tally.counts(expected if expected_results is None else expected_results)
-        closed = False
 
         def results_durable() -> None:
-            # Before the final manifest's rename: it must never announce results a
-            # crash could still take away. The manifest's temporary file was written
-            # and fsynced meanwhile, beside the syncer's fsync of the results (which
-            # the last expected result started).
-            nonlocal closed
             self._syncer.stop()
             with self._syncer.lock:  # no `sync()` call is using `fd` meanwhile
                 try:
@@ -385,23 +386,27 @@ class RunHandle:
                         "(check the disk, then resume it)"
                     ) from exc
                 finally:
-                    closed = True
                     os.close(fd)
 
+        # The results are synced in a thread of their own while the final manifest is
+        # built, written and fsynced here: the two fsyncs overlap (the disk commits them
+        # together) instead of adding up. Whatever happens to the manifest, the results
+        # go to disk; the manifest's rename waits for them (`before_replace`): it must
+        # never announce results a crash could still take away.
+        results = InThread(results_durable)
         try:
             with self._manifest_lock:  # after a `record_provenance` under way: it is kept
+                self._collect_unpublished()
                 self._manifest = dataclasses.replace(
                     self._manifest, status=status, counts=counts, updated_at=self._clock.now(),
                     fingerprint=fingerprint or self._manifest.fingerprint,
                     provenance=_merged(self._manifest.provenance, provenance),
                 )  # fmt: skip
-                write_manifest(self._path, self._manifest, before_replace=results_durable)
+                write_manifest(self._path, self._manifest, before_replace=results.result)
         except OSError as exc:
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
         finally:
-            if not closed:  # the manifest failed first: the results still go to disk
-                with contextlib.suppress(RunStoreError):
-                    results_durable()
+            results.wait()  # the manifest failed first: the results still went to disk
             if self._writer_lock is not None:
                 self._writer_lock.release()
         self._raise_sync_failure()
@@ -423,6 +428,7 @@ class RunHandle:
         with self._manifest_lock:
             if not self.writable:
                 return False
+            self._collect_unpublished()
             manifest = dataclasses.replace(
                 self._manifest, updated_at=self._clock.now(),
                 provenance=_merged(self._manifest.provenance, changes),
@@ -431,6 +437,27 @@ class RunHandle:
             self._manifest = manifest
             self._syncer.sync_with_next(self._path / MANIFEST_FILE)
         return True
+
+    def _abandon(self) -> None:
+        """Close the results file and let go of the run, writing nothing more.
+
+        For a run whose creation failed before it was of any use (`RunStore.create`).
+        """
+        with self._lock:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+
+    def _collect_unpublished(self) -> None:
+        # With `_manifest_lock` held, before a write of run.json that replaces the
+        # deferred one: its provenance is collected into the manifest about to be written.
+        source = self._unpublished
+        if source is not None:
+            provenance = serde.dump(dict(source() or {}))
+            self._manifest = dataclasses.replace(self._manifest, provenance=provenance)
+            self._unpublished = None
 
     def close(self) -> None:
         """Finish as `interrupted` if still writable; otherwise do nothing."""
@@ -523,47 +550,3 @@ class RunHandle:
 
 def _merged(old: Mapping[str, Any], changes: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return old if not changes else {**old, **serde.dump(dict(changes))}
-
-
-def read_manifest(run_dir: Path) -> RunManifest:
-    """Read and validate `run_dir/run.json`.
-
-    Raises:
-        RunStoreError: when it is missing, not JSON, from a newer version, or invalid.
-    """
-    path = run_dir / MANIFEST_FILE
-    try:
-        raw = json.loads(path.read_bytes())
-    except FileNotFoundError as exc:
-        raise RunStoreError(f"{run_dir} is not a run directory: it has no {MANIFEST_FILE}") from exc
-    except (OSError, ValueError) as exc:
-        raise RunStoreError(f"cannot read {path}: {exc}") from exc
-    version = raw.get("format_version") if isinstance(raw, dict) else None
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise RunStoreError(
-            f"{path}: format_version {version!r} is not one this weakincentives reads "
-            f"(<= {FORMAT_VERSION}); upgrade weakincentives to read this run"
-        )
-    try:
-        return serde.load(RunManifest, raw)
-    except SerdeError as exc:
-        raise RunStoreError(f"{path}: {exc}") from exc
-
-
-def write_manifest(
-    run_dir: Path,
-    manifest: RunManifest,
-    *,
-    durable: bool = True,
-    before_replace: Callable[[], None] | None = None,
-) -> None:
-    """Atomically replace `run_dir/run.json` (temp file + fsync + rename).
-
-    With `durable=False` the fsyncs are skipped (see `write_atomic`, and for
-    `before_replace`).
-    """
-    data = default_redactor().data(serde.dump(manifest))
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    write_atomic(
-        run_dir / MANIFEST_FILE, text.encode(), durable=durable, before_replace=before_replace
-    )

@@ -39,6 +39,7 @@ __all__ = [
     "adapters_of",
     "git_dirty",
     "git_dirty_future",
+    "models_of",
     "redact_command",
     "target_adapter",
 ]
@@ -114,15 +115,13 @@ class RunProvenance:
             redactor: Redacts the command and adapter infos (default: `default_redactor()`).
         """
         redactor = redactor or default_redactor()
-        adapter = target_adapter(target)
+        agent, judges = _described(target, evaluator, redactor)
         dataset: dict[str, Any] = {"sha256": dataset_sha256}
         if dataset_path is not None:
             dataset["path"] = dataset_path
         return cls(
-            agent=None if adapter is None else redactor.data(describe_adapter(adapter).to_dict()),
-            judges=tuple(
-                redactor.data(describe_adapter(a).to_dict()) for a in adapters_of(evaluator)
-            ),
+            agent=agent,
+            judges=judges,
             package_version=package_version(),
             python_version=platform.python_version(),
             git_commit=git_commit,
@@ -135,6 +134,30 @@ class RunProvenance:
             command=redact_command(sys.argv if command is None else command, redactor),
             dataset=dataset,
         )
+
+
+def models_of(target: object, evaluator: object) -> dict[str, Any]:
+    """`RunProvenance.collect(target=target, evaluator=evaluator).models()`, and only that.
+
+    What a run's `Fingerprint` needs before its first sample starts; the rest of the
+    provenance (the host, the command line...) can wait. The redactor is compiled only
+    when there is an adapter to describe.
+    """
+    if target_adapter(target) is None and not adapters_of(evaluator):
+        return {}  # no model: nothing to describe (nor to redact)
+    agent, judges = _described(target, evaluator, default_redactor())
+    return RunProvenance(agent=agent, judges=judges).models()
+
+
+def _described(
+    target: object, evaluator: object, redactor: Redactor
+) -> tuple[Mapping[str, Any] | None, tuple[Mapping[str, Any], ...]]:
+    """The target's adapter and the evaluator's, as they describe themselves (redacted)."""
+    adapter = target_adapter(target)
+    agent = None if adapter is None else redactor.data(describe_adapter(adapter).to_dict())
+    return agent, tuple(
+        redactor.data(describe_adapter(a).to_dict()) for a in adapters_of(evaluator)
+    )
 
 
 def _behaviour(info: Mapping[str, Any]) -> dict[str, Any]:

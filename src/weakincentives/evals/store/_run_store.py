@@ -33,7 +33,7 @@ import dataclasses
 import logging
 import re
 import secrets
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,8 @@ from weakincentives.errors import ConfigurationError, FingerprintMismatchError, 
 
 from ._files import LOCK_FILE, MANIFEST_FILE, RESULTS_FILE, WriterLock, repair_tail
 from ._fingerprint import Fingerprint, diff_fingerprints
-from ._handle import RunCounts, RunHandle, RunManifest, Tally, read_manifest, write_manifest
+from ._handle import RunCounts, RunHandle, Tally
+from ._manifest import RunManifest, read_manifest, write_manifest
 
 __all__ = ["RunStore", "new_run_id"]
 
@@ -97,7 +98,8 @@ class RunStore:
         run_id: str | None = None,
         config: Mapping[str, Any] | None = None,
         expected_results: int | None = None,
-        provenance: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+        defer_manifest: bool = False,
     ) -> RunHandle:
         """Create a new run directory and return a writable handle to it.
 
@@ -106,11 +108,19 @@ class RunStore:
             run_id: Directory name; a fresh `new_run_id` when None.
             config: Run settings worth keeping (concurrency, timeout...), JSON-compatible.
             expected_results: Planned number of results, for progress and completeness.
-            provenance: What produced the run (`RunProvenance`, JSON form).
+            provenance: What produced the run (`RunProvenance`, JSON form), or a function
+                that returns it (called when `run.json` is written).
+            defer_manifest: Write `run.json` later: at `RunHandle.publish()`, or before
+                the first result is appended, whichever comes first (the local runner
+                publishes once its first samples are under way, so that the one-time
+                work of a fresh process does not delay them). The directory, the
+                writer's lock and the results file are made here either way, so a store
+                that cannot be written fails here.
 
         Raises:
             ConfigurationError: `run_id` is not a safe directory name.
-            RunStoreError: a run with that id exists, or the directory cannot be written.
+            RunStoreError: a run with that id exists, or the directory or the results
+                file cannot be written.
         """
         if run_id is not None and not _RUN_ID.match(run_id):
             raise ConfigurationError(
@@ -128,17 +138,27 @@ class RunStore:
                 status="running",
                 fingerprint=fingerprint,
                 counts=RunCounts(expected=expected_results),
-                config=serde.dump(dict(config or {})),
-                provenance=serde.dump(dict(provenance or {})),
+                config=serde.dump(dict(config or {})),  # checked now, whenever written
             )
-            # Not fsynced now: nothing in the run can be lost yet. The handle's first sync
-            # (within `sync_interval` of the first result, or `finish`) makes it durable
-            # together with the results, and saves two fsyncs on every run's start.
-            write_manifest(run_dir, manifest, durable=False)
-            return self._handle(run_dir, manifest, lock, Tally(), manifest_unsynced=True)
+            source = provenance if callable(provenance) else _constant(provenance or {})
+            # The handle opens the results file: a store that cannot be written fails
+            # here, whether its manifest is written now or later.
+            handle = self._handle(
+                run_dir, manifest, lock, Tally(), manifest_unsynced=True, unpublished=source
+            )
         except BaseException:
             lock.release()
             raise
+        if not defer_manifest:
+            # Not fsynced now: nothing in the run can be lost yet. The handle's first sync
+            # (within `sync_interval` of the first result, or `finish`) makes it durable
+            # together with the results, and saves two fsyncs on every run's start.
+            try:
+                handle.publish()
+            except BaseException:
+                handle._abandon()
+                raise
+        return handle
 
     def open(self, run: str | Path) -> RunHandle:
         """A read-only handle on a run, by id (under `root`) or by path.
@@ -218,10 +238,12 @@ class RunStore:
         tally: Tally,
         *,
         manifest_unsynced: bool = False,
+        unpublished: Callable[[], Mapping[str, Any]] | None = None,
     ) -> RunHandle:
         return RunHandle(
             run_dir, manifest, clock=self._clock, sync_interval=self._sync_interval,
             lock=lock, tally=tally, manifest_unsynced=manifest_unsynced,
+            unpublished=unpublished,
         )  # fmt: skip
 
     def _make_run_dir(self, run_id: str | None) -> Path:
@@ -262,3 +284,7 @@ class RunStore:
         known = sorted(p.parent.name for p in self._root.glob(f"*/{MANIFEST_FILE}"))[-5:]
         hint = f"; latest runs: {', '.join(known)}" if known else ""
         raise RunStoreError(f"no run {str(run)!r} in {self._root}{hint}")
+
+
+def _constant(provenance: Mapping[str, Any]) -> Callable[[], Mapping[str, Any]]:
+    return lambda: provenance
