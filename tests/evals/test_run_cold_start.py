@@ -374,35 +374,3 @@ def test_models_of_is_what_the_collected_provenance_says(
     collected = RunProvenance.collect(target=target, evaluator=evaluator, git_dirty=None)
     assert models_of(target, evaluator) == collected.models()
     assert (models_of(target, evaluator) == {}) is (name == "plain")
-
-
-# -- the end of a run: its fsyncs overlap --------------------------------------------
-
-
-@pytest.mark.parametrize("sync_interval", [0.05, None])
-def test_finish_syncs_the_results_while_it_syncs_the_final_manifest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync_interval: float | None
-) -> None:
-    real_fsync = os.fsync
-    results_started = threading.Event()
-    overlapped: list[bool] = []
-
-    def fsync(fd: int) -> None:
-        name = str(Path(f"/proc/self/fd/{fd}").readlink())
-        if name.endswith("results.jsonl"):
-            results_started.set()
-        elif name.endswith(".tmp"):  # the final manifest, before its rename
-            overlapped.append(results_started.wait(2.0))
-        real_fsync(fd)
-
-    run = RunStore(tmp_path, sync_interval=sync_interval).create(FINGERPRINT, run_id="r")
-    run.append(result("s1"))
-    run.sync()
-    results_started.clear()
-    run.append(result("s2"))  # not synced yet: finish syncs it
-    monkeypatch.setattr(os, "fsync", fsync)
-
-    run.finish()
-
-    assert overlapped == [True]  # the results' fsync had started meanwhile
-    assert RunStore(tmp_path).open("r").counts.results == 2

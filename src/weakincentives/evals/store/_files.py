@@ -17,12 +17,10 @@ with its `file:line`.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import fcntl
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -36,7 +34,6 @@ __all__ = [
     "LOCK_FILE",
     "MANIFEST_FILE",
     "RESULTS_FILE",
-    "InThread",
     "WriterLock",
     "iter_results",
     "latest_results",
@@ -275,34 +272,3 @@ def lock_is_held(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-class InThread:
-    """Runs `fn` in a new thread at once; `result()` waits for it and raises its error.
-
-    A bare `_thread` thread: `threading.Thread.start` waits until the new thread runs,
-    which costs the caller a GIL hand-over (as `_provenance._ask_git_status` does).
-    """
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self._done = threading.Event()
-        self._error: BaseException | None = None
-        _thread.start_new_thread(self._run, (fn,))
-
-    def _run(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except BaseException as exc:  # handed to the waiter
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self) -> None:
-        """Wait until `fn` has returned or raised."""
-        self._done.wait()
-
-    def result(self) -> None:
-        """Wait for `fn`; raise what it raised."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error

@@ -32,6 +32,7 @@ could not write, so the run's results on disk may be incomplete.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -50,7 +51,6 @@ from ._files import (
     LOCK_FILE,
     MANIFEST_FILE,
     RESULTS_FILE,
-    InThread,
     WriterLock,
     iter_results,
     latest_results,
@@ -374,7 +374,14 @@ class RunHandle:
             expected = self._manifest.counts.expected
             counts = self._tally.counts(expected if expected_results is None else expected_results)
 
+        closed = False
+
         def results_durable() -> None:
+            # Before the final manifest's rename: it must never announce results a
+            # crash could still take away. The manifest's temporary file was written
+            # and fsynced meanwhile, beside the syncer's fsync of the results (which
+            # the last expected result started).
+            nonlocal closed
             self._syncer.stop()
             with self._syncer.lock:  # no `sync()` call is using `fd` meanwhile
                 try:
@@ -386,14 +393,9 @@ class RunHandle:
                         "(check the disk, then resume it)"
                     ) from exc
                 finally:
+                    closed = True
                     os.close(fd)
 
-        # The results are synced in a thread of their own while the final manifest is
-        # built, written and fsynced here: the two fsyncs overlap (the disk commits them
-        # together) instead of adding up. Whatever happens to the manifest, the results
-        # go to disk; the manifest's rename waits for them (`before_replace`): it must
-        # never announce results a crash could still take away.
-        results = InThread(results_durable)
         try:
             with self._manifest_lock:  # after a `record_provenance` under way: it is kept
                 self._collect_unpublished()
@@ -402,11 +404,13 @@ class RunHandle:
                     fingerprint=fingerprint or self._manifest.fingerprint,
                     provenance=_merged(self._manifest.provenance, provenance),
                 )  # fmt: skip
-                write_manifest(self._path, self._manifest, before_replace=results.result)
+                write_manifest(self._path, self._manifest, before_replace=results_durable)
         except OSError as exc:
             raise RunStoreError(f"cannot finish run {self.run_id}: {exc}") from exc
         finally:
-            results.wait()  # the manifest failed first: the results still went to disk
+            if not closed:  # the manifest failed first: the results still go to disk
+                with contextlib.suppress(RunStoreError):
+                    results_durable()
             if self._writer_lock is not None:
                 self._writer_lock.release()
         self._raise_sync_failure()
