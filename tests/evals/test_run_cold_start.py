@@ -12,6 +12,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from weakincentives.evals import (
 from weakincentives.evals._records import ADAPTERS_ATTR
 from weakincentives.evals.store import RunHandle, RunProvenance, _handle
 from weakincentives.evals.store._provenance import models_of
+from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop
+from weakincentives.runtime.session import TokenUsage
 
 BACKENDS = ["asyncio", "trio"]
 FINGERPRINT = Fingerprint(dataset_sha256="0" * 64)
@@ -374,3 +377,43 @@ def test_models_of_is_what_the_collected_provenance_says(
     collected = RunProvenance.collect(target=target, evaluator=evaluator, git_dirty=None)
     assert models_of(target, evaluator) == collected.models()
     assert (models_of(target, evaluator) == {}) is (name == "plain")
+
+
+# -- the package's price table: read when a cost is first looked up -------------------
+
+
+def test_the_package_price_table_is_read_only_when_a_result_is_priced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from weakincentives.adapters import pricing
+    from weakincentives.evals.runner import _evaluate
+
+    reads: list[int] = []
+
+    def counted() -> pricing.PriceTable:
+        reads.append(1)
+        return pricing.default_prices()
+
+    monkeypatch.setattr(_evaluate, "default_prices", counted)
+    run_eval(samples(3), lambda q: "a" + q[1:], exact_match)
+    assert reads == []  # a plain function: nothing to price
+
+    def priced(request: ModelRequest) -> FunctionReply:
+        return FunctionReply(text="a", usage=TokenUsage(input_tokens=1000, output_tokens=100))
+
+    class Echo(AgentLoop[str, Any]):
+        def create_prompt(self, request: str) -> Any:
+            template = PromptTemplate[Any](
+                ns="cold", key="echo", sections=(MarkdownSection("Q", "q", "$text", Q),)
+            )
+            return Prompt(template).bind(Q(request))
+
+    loop = Echo(adapter=FunctionAdapter(priced, model_name="gpt-4o-mini"))
+    report = run_eval(samples(2), loop, exact_match)
+    assert reads == [1]  # once, for the first cost
+    assert [r.cost for r in report.results] == [pytest.approx((1000 * 0.15 + 100 * 0.6) / 1e6)] * 2
+
+
+@dataclass(frozen=True)
+class Q:
+    text: str

@@ -65,7 +65,7 @@ stored run is `interrupted`, and `resume=` continues it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast, overload
 
@@ -79,7 +79,7 @@ import anyio
 import anyio._backends._asyncio
 
 from weakincentives.adapters import CacheStats, ResponseCache, SQLiteResponseCache
-from weakincentives.adapters.pricing import PriceTable, default_prices
+from weakincentives.adapters.pricing import ModelPrice, PriceTable, default_prices
 from weakincentives.clock import SYSTEM_CLOCK, Clock
 from weakincentives.errors import ConfigurationError
 from weakincentives.experiment import BASELINE, Experiment
@@ -285,7 +285,7 @@ async def evaluate(
             clock,
             inputs,
             bundle_options,
-            prices or default_prices(),
+            prices or PriceTable(_PackagePrices(), sources=("package table",)),
         )
         runner = make_target(
             target, options, with_environment=environment_factory is not None, cache=response_cache
@@ -455,6 +455,33 @@ def _bundle_options(
     if resume is not None and Path(resume).is_dir():
         run_dir = Path(resume)
     return BundleOptions(DebugBundleConfig(directory=run_dir / "bundles"), scope), run_id
+
+
+class _PackagePrices(Mapping[str, ModelPrice]):
+    """The package's prices (`default_prices()`), read when a cost is first looked up.
+
+    A run of a plain function never prices anything, and a model's first result comes
+    after its first call: reading the table (a third of a millisecond in a fresh process)
+    then waits for the samples, or never happens.
+    """
+
+    def __init__(self) -> None:
+        self._prices: Mapping[str, ModelPrice] | None = None
+
+    def _table(self) -> Mapping[str, ModelPrice]:
+        prices = self._prices
+        if prices is None:
+            prices = self._prices = default_prices().prices
+        return prices
+
+    def __getitem__(self, model: str) -> ModelPrice:
+        return self._table()[model]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
 def _open_cache(
