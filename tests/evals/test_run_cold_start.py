@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from weakincentives.adapters import FunctionAdapter, FunctionReply, ModelRequest
-from weakincentives.errors import RunStoreError
+from weakincentives.errors import RunStoreError, SerdeError
 from weakincentives.evals import (
     EvalResult,
     Fingerprint,
@@ -417,3 +417,49 @@ def test_the_package_price_table_is_read_only_when_a_result_is_priced(
 @dataclass(frozen=True)
 class Q:
     text: str
+
+
+# -- the fingerprint: checked before the first sample, completed with run.json --------
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_fingerprint_extra_that_cannot_be_stored_fails_before_any_sample_starts(
+    kind: str, tmp_path: Path
+) -> None:
+    started: list[str] = []
+
+    def sync_task(question: str) -> str:
+        started.append(question)
+        return question
+
+    async def async_task(question: str) -> str:
+        started.append(question)
+        return question
+
+    task = sync_task if kind == "sync" else async_task
+    with pytest.raises(SerdeError):
+        run_eval(samples(2), task, exact_match, store=tmp_path, fingerprint_extra={"x": object()})
+    assert started == []
+
+
+def test_a_new_runs_deferred_fingerprint_is_the_one_its_resume_computes(tmp_path: Path) -> None:
+    adapter = FunctionAdapter(model, model_name="m1")
+    judge = FunctionAdapter(model, model_name="judge")
+
+    def judged_task(question: str) -> str:
+        return "a" + question[1:]
+
+    judged_task.adapter = adapter  # type: ignore[attr-defined]
+
+    def scorer(output: str, expected: str) -> Score:
+        return exact_match(output, expected)
+
+    setattr(scorer, ADAPTERS_ATTR, (judge,))
+    data = samples(3)
+    run_eval(data[:2], judged_task, scorer, store=tmp_path, run_id="r", max_samples=2)
+    stored = manifest(tmp_path / "r")["fingerprint"]
+    assert stored["models"]["agent"]["parameters"]["model_name"] == "m1"
+    assert stored["models"]["judge"]["parameters"]["model_name"] == "judge"
+    assert stored["dataset_sha256"] != "unhashed-stream"
+    report = run_eval(data[:2], judged_task, scorer, store=tmp_path, resume="r")
+    assert len(report.results) == 2  # the same fingerprint: resumed, not refused

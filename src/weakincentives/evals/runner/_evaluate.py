@@ -64,7 +64,6 @@ stored run is `interrupted`, and `resume=` continues it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast, overload
@@ -92,7 +91,6 @@ from ..report import EvalReport
 from ..scoring import evaluator_name
 from ..store import (
     Fingerprint,
-    RunProvenance,
     RunStore,
     code_directory,
     git_commit,
@@ -297,23 +295,11 @@ async def evaluate(
         )  # fmt: skip
         if store is not None:
             run_store = store if isinstance(store, RunStore) else RunStore(store, clock=clock)
-            commit = git_commit(code_directory(target))  # the checkout of the code
-            fingerprint = Fingerprint.build(
-                dataset_sha256=source.sha256 or UNHASHED_STREAM,
-                experiments=settings.experiments, evaluators=[evaluator], target=runner.identity,
-                epochs=epochs, extra=fingerprint_extra, models=models_of(target, evaluator),
-                git_commit=commit,
+            _open_run(
+                run, run_store, target, evaluator, runner.identity, fingerprint_extra,
+                resume=resume, run_id=run_id, retry_errors=retry_errors, run_info=run_info,
+                dataset_path=dataset_path,
             )  # fmt: skip
-            if resume is not None:  # a resumed run keeps its recorded provenance
-                run.attach(run_store, fingerprint, resume, retry_errors)
-            else:  # the provenance is collected as run.json is written (`DeferredManifest`)
-                provenance = functools.partial(
-                    RunProvenance.collect, target=target, evaluator=evaluator,
-                    dataset_sha256=source.sha256, git_commit=commit,
-                    dataset_path=None if dataset_path is None else str(dataset_path),
-                )  # fmt: skip
-                manifest = DeferredManifest(provenance, ask_git=commit is not None)
-                run.create(run_store, fingerprint, run_id, manifest, info=run_info)
         else:
             run.run_id = run_id
         await run.execute()
@@ -330,6 +316,42 @@ async def evaluate(
     finally:
         if owned and isinstance(response_cache, SQLiteResponseCache):
             response_cache.close()
+
+
+def _open_run(
+    run: LocalRun,
+    store: RunStore,
+    target: object,
+    evaluator: object,
+    identity: str,
+    extra: Mapping[str, Any] | None,
+    *,
+    resume: str | None,
+    run_id: str | None,
+    retry_errors: bool,
+    run_info: Mapping[str, Any] | None,
+    dataset_path: str | Path | None,
+) -> None:
+    """Resume the stored run, or create it (its fingerprint completed later, see below)."""
+    settings, source = run.settings, run.source
+    resumed = resume is not None  # then the whole fingerprint now: it must match
+    fingerprint = Fingerprint.build(
+        dataset_sha256=source.sha256 or UNHASHED_STREAM, experiments=settings.experiments,
+        evaluators=[evaluator], target=identity, epochs=settings.epochs, extra=extra,
+        models=models_of(target, evaluator) if resumed else None,
+        git_commit=git_commit(code_directory(target)) if resumed else None,
+    )  # fmt: skip
+    if resume is not None:
+        run.attach(store, fingerprint, resume, retry_errors)
+        return
+    # A new run's models, git commit and provenance are looked up as its run.json is
+    # written, once the first samples are under way (`DeferredManifest`); what the
+    # fingerprint checks (`extra`, the experiments' flags) was checked above.
+    manifest = DeferredManifest(
+        fingerprint, target=target, evaluator=evaluator, dataset_sha256=source.sha256,
+        dataset_path=None if dataset_path is None else str(dataset_path),
+    )  # fmt: skip
+    run.create(store, run_id, manifest, info=run_info)
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:

@@ -1,16 +1,18 @@
 """A new run's manifest, written once its first samples are under way (`DeferredManifest`).
 
-A fresh process pays once for what `run.json` holds: the provenance (the redactor that
-cleans the command line and the adapters' descriptions, the serializers, `git status`).
-`LocalRun` creates the run's directory and results file before any sample starts (a store
-that cannot be written fails then) and writes `run.json` with `DeferredManifest.publish`
-while the first samples wait on their calls: never after the first result, which the
-handle holds back until it is written (`RunHandle.publish`).
+A fresh process pays once for what `run.json` holds: the fingerprint's git commit and
+models, the provenance (the redactor that cleans the command line and the adapters'
+descriptions, the serializers, `git status`). `LocalRun` creates the run's directory and
+results file before any sample starts (a store that cannot be written fails then) and
+writes `run.json` with `DeferredManifest.publish` while the first samples wait on their
+calls: never after the first result, which the handle holds back until it is written
+(`RunHandle.publish`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -18,25 +20,49 @@ import anyio.lowlevel
 
 from weakincentives import serde
 
-from ..store import RunHandle, RunProvenance, git_dirty_future
+from ..store import (
+    Fingerprint,
+    RunHandle,
+    RunProvenance,
+    code_directory,
+    git_commit,
+    git_dirty_future,
+    models_of,
+)
 from ._git_dirty import GitDirty
 
 __all__ = ["DeferredManifest"]
 
+_UNSET: Any = object()
+
 
 class DeferredManifest:
-    """The provenance of a new run, collected when its `run.json` is written.
+    """A new run's fingerprint and provenance, collected as its `run.json` is written.
 
     Args:
-        provenance: Collects the provenance (`RunProvenance.collect`), given git's dirty
-            flag as `git_dirty=` when git has answered already (else None: `GitDirty`
-            records it when it comes).
-        ask_git: Whether to ask git for the dirty flag (the code is in a checkout).
+        fingerprint: The run's fingerprint without its models and git commit (built
+            before the run, so that what it checks, such as `fingerprint_extra`, fails
+            before any sample starts); both are filled in when `run.json` is written.
+        target: The target under evaluation (its code's checkout, its adapter).
+        evaluator: The evaluator (its judges' adapters).
+        dataset_sha256: The dataset's hash, when known up front.
+        dataset_path: The file the dataset came from.
     """
 
-    def __init__(self, provenance: Callable[..., RunProvenance], *, ask_git: bool) -> None:
-        self._provenance = provenance
-        self._ask_git = ask_git
+    def __init__(
+        self,
+        fingerprint: Fingerprint,
+        *,
+        target: object,
+        evaluator: object,
+        dataset_sha256: str | None = None,
+        dataset_path: str | None = None,
+    ) -> None:
+        self._base = fingerprint
+        self._target = target
+        self._evaluator = evaluator
+        self._dataset = (dataset_sha256, dataset_path)
+        self._commit: str | None = _UNSET
         self._dirty: Future[bool | None] | None = None
         self._included = False  # git's answer is in the provenance written
         self._published = False
@@ -44,12 +70,28 @@ class DeferredManifest:
         self.handle: RunHandle | None = None
         """The run (set by `LocalRun.create`)."""
 
-    def collect(self) -> Mapping[str, Any]:
+    def git_commit(self) -> str | None:
+        """The commit of the checkout holding the target's code (looked up once)."""
+        if self._commit is _UNSET:
+            self._commit = git_commit(code_directory(self._target))
+        return self._commit
+
+    def fingerprint(self) -> Fingerprint:
+        """The whole fingerprint (called by the handle as it writes `run.json`)."""
+        models = serde.dump(dict(models_of(self._target, self._evaluator)))  # as `build`
+        return dataclasses.replace(self._base, git_commit=self.git_commit(), models=models)
+
+    def provenance(self) -> Mapping[str, Any]:
         """The provenance, JSON form (called by the handle as it writes `run.json`)."""
         dirty, answer = self._dirty, None
         if dirty is not None and dirty.done():
             answer, self._included = dirty.result(), True
-        provenance: Mapping[str, Any] = serde.dump(self._provenance(git_dirty=answer))
+        sha256, path = self._dataset
+        collected = RunProvenance.collect(
+            target=self._target, evaluator=self._evaluator, dataset_sha256=sha256,
+            dataset_path=path, git_commit=self.git_commit(), git_dirty=answer,
+        )  # fmt: skip
+        provenance: Mapping[str, Any] = serde.dump(collected)
         return provenance
 
     def publish(self) -> None:
@@ -58,9 +100,9 @@ class DeferredManifest:
         if self._published or handle is None:
             return
         self._published = True
-        if self._ask_git:
+        if self.git_commit() is not None:
             self._dirty = git_dirty_future()  # started now: it runs while samples wait
-        handle.publish()  # calls `collect`, unless a result made the handle publish first
+        handle.publish()  # collects both, unless a result made the handle publish first
         if self._dirty is not None and not self._included:
             self._git_dirty = GitDirty(handle, self._dirty)
 

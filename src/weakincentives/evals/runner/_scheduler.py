@@ -123,7 +123,6 @@ class LocalRun:
     def create(
         self,
         store: RunStore,
-        fingerprint: Fingerprint,
         run_id: str | None,
         manifest: DeferredManifest,
         *,
@@ -139,8 +138,8 @@ class LocalRun:
         config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
         self._manifest = manifest
         self.handle = manifest.handle = store.create(
-            fingerprint, run_id=run_id, config=config, expected_results=self.planned,
-            provenance=manifest.collect, defer_manifest=True,
+            manifest.fingerprint, run_id=run_id, config=config, expected_results=self.planned,
+            provenance=manifest.provenance, defer_manifest=True,
         )  # fmt: skip
         self.handle.expect_unique_keys()  # see `attach`
         self.run_id = self.handle.run_id

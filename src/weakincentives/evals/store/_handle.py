@@ -98,7 +98,7 @@ class RunHandle:
         lock: WriterLock | None = None,
         tally: Tally | None = None,
         manifest_unsynced: bool = False,
-        unpublished: Callable[[], Mapping[str, Any]] | None = None,
+        unpublished: Callable[[RunManifest], RunManifest] | None = None,
     ) -> None:
         self._path = path
         self._manifest = manifest
@@ -111,7 +111,8 @@ class RunHandle:
         # reaches a run without a manifest, and builds the serializer (a millisecond in a
         # fresh process: a read-only handle never needs it).
         self._dumps: Callable[[EvalResult], bytes] = self._first_dumps
-        # run.json not written yet (`RunStore.create(defer_manifest=True)`): its provenance.
+        # run.json not written yet (`RunStore.create(defer_manifest=True)`): completes the
+        # manifest (its provenance, its fingerprint) when it is written.
         self._unpublished = unpublished
         self._lock = threading.Lock()  # guards the fd, the tally and `_start_syncer`
         # Orders the writes of run.json (`publish`, `record_provenance`, `finish`): one
@@ -172,7 +173,7 @@ class RunHandle:
     @property
     def fingerprint(self) -> Fingerprint:
         """The run's fingerprint."""
-        return self._manifest.fingerprint
+        return self.manifest.fingerprint
 
     @property
     def writable(self) -> bool:
@@ -241,20 +242,20 @@ class RunHandle:
     def publish(self) -> None:
         """Write a deferred `run.json` now (see `RunStore.create`); once written, nothing.
 
-        Its provenance is collected here. Appending a result, `record_provenance`,
-        `finish` and `manifest` call it first, so results never reach a run without its
-        manifest; the local runner calls it once its first samples are under way.
+        Its provenance (and a deferred fingerprint) is collected here. Appending a
+        result, `record_provenance`, `finish`, `manifest` and `fingerprint` call it
+        first, so results never reach a run without its manifest; the local runner calls
+        it once its first samples are under way.
 
         Raises:
             RunStoreError: `run.json` cannot be written (the run stays unpublished: the
                 next call tries again).
         """
         with self._manifest_lock:
-            source = self._unpublished
-            if source is None:
+            complete = self._unpublished
+            if complete is None:
                 return
-            provenance = serde.dump(dict(source() or {}))
-            manifest = dataclasses.replace(self._manifest, provenance=provenance)
+            manifest = complete(self._manifest)
             # Not fsynced, like a manifest written by `create`: the first sync makes it
             # durable with the results (see `RunStore.create`).
             write_manifest(self._path, manifest, durable=False)
@@ -456,11 +457,10 @@ class RunHandle:
 
     def _collect_unpublished(self) -> None:
         # With `_manifest_lock` held, before a write of run.json that replaces the
-        # deferred one: its provenance is collected into the manifest about to be written.
-        source = self._unpublished
-        if source is not None:
-            provenance = serde.dump(dict(source() or {}))
-            self._manifest = dataclasses.replace(self._manifest, provenance=provenance)
+        # deferred one: the manifest about to be written is completed first.
+        complete = self._unpublished
+        if complete is not None:
+            self._manifest = complete(self._manifest)
             self._unpublished = None
 
     def close(self) -> None:

@@ -51,6 +51,7 @@ __all__ = ["RunStore", "new_run_id"]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ID_ATTEMPTS = 8
+_UNKNOWN = Fingerprint(dataset_sha256="")  # a deferred fingerprint, until run.json is written
 _log = logging.getLogger(__name__)
 
 
@@ -93,7 +94,7 @@ class RunStore:
 
     def create(
         self,
-        fingerprint: Fingerprint,
+        fingerprint: Fingerprint | Callable[[], Fingerprint],
         *,
         run_id: str | None = None,
         config: Mapping[str, Any] | None = None,
@@ -104,7 +105,8 @@ class RunStore:
         """Create a new run directory and return a writable handle to it.
 
         Args:
-            fingerprint: What must match for a later `resume`.
+            fingerprint: What must match for a later `resume`, or a function that
+                returns it (called when `run.json` is written).
             run_id: Directory name; a fresh `new_run_id` when None.
             config: Run settings worth keeping (concurrency, timeout...), JSON-compatible.
             expected_results: Planned number of results, for progress and completeness.
@@ -136,15 +138,22 @@ class RunStore:
                 created_at=now,
                 updated_at=now,
                 status="running",
-                fingerprint=fingerprint,
+                fingerprint=_UNKNOWN if callable(fingerprint) else fingerprint,
                 counts=RunCounts(expected=expected_results),
                 config=serde.dump(dict(config or {})),  # checked now, whenever written
             )
-            source = provenance if callable(provenance) else _constant(provenance or {})
+
+            def complete(manifest: RunManifest) -> RunManifest:
+                found = provenance() if callable(provenance) else provenance
+                return dataclasses.replace(
+                    manifest, provenance=serde.dump(dict(found or {})),
+                    fingerprint=fingerprint() if callable(fingerprint) else fingerprint,
+                )  # fmt: skip
+
             # The handle opens the results file: a store that cannot be written fails
             # here, whether its manifest is written now or later.
             handle = self._handle(
-                run_dir, manifest, lock, Tally(), manifest_unsynced=True, unpublished=source
+                run_dir, manifest, lock, Tally(), manifest_unsynced=True, unpublished=complete
             )
         except BaseException:
             lock.release()
@@ -238,7 +247,7 @@ class RunStore:
         tally: Tally,
         *,
         manifest_unsynced: bool = False,
-        unpublished: Callable[[], Mapping[str, Any]] | None = None,
+        unpublished: Callable[[RunManifest], RunManifest] | None = None,
     ) -> RunHandle:
         return RunHandle(
             run_dir, manifest, clock=self._clock, sync_interval=self._sync_interval,
@@ -284,7 +293,3 @@ class RunStore:
         known = sorted(p.parent.name for p in self._root.glob(f"*/{MANIFEST_FILE}"))[-5:]
         hint = f"; latest runs: {', '.join(known)}" if known else ""
         raise RunStoreError(f"no run {str(run)!r} in {self._root}{hint}")
-
-
-def _constant(provenance: Mapping[str, Any]) -> Callable[[], Mapping[str, Any]]:
-    return lambda: provenance
