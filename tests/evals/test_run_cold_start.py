@@ -32,6 +32,7 @@ from weakincentives.evals import (
 )
 from weakincentives.evals._records import ADAPTERS_ATTR
 from weakincentives.evals.store import RunHandle, RunProvenance, _handle
+from weakincentives.evals.store._files import lock_is_held
 from weakincentives.evals.store._provenance import models_of
 from weakincentives.prompt import MarkdownSection, Prompt, PromptTemplate
 from weakincentives.runtime import AgentLoop
@@ -463,3 +464,25 @@ def test_a_new_runs_deferred_fingerprint_is_the_one_its_resume_computes(tmp_path
     assert stored["dataset_sha256"] != "unhashed-stream"
     report = run_eval(data[:2], judged_task, scorer, store=tmp_path, resume="r")
     assert len(report.results) == 2  # the same fingerprint: resumed, not refused
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_run_json_that_cannot_be_written_ends_the_run_and_lets_go_of_it(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise RunStoreError("cannot write run.json: No space left on device")
+
+    def sync_task(question: str) -> str:
+        return "a" + question[1:]
+
+    async def async_task(question: str) -> str:
+        await anyio.sleep(0.01)
+        return "a" + question[1:]
+
+    monkeypatch.setattr(_handle, "write_manifest", disk_full)
+    task = sync_task if kind == "sync" else async_task
+    with pytest.raises(RunStoreError, match="No space left"):
+        run_eval(samples(4), task, exact_match, store=tmp_path, run_id="r", max_concurrent=2)
+    assert (tmp_path / "r" / "results.jsonl").read_bytes() == b""  # no result without it
+    assert not lock_is_held(tmp_path / "r" / ".lock")  # the writer let go of the run

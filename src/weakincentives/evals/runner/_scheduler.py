@@ -131,8 +131,7 @@ class LocalRun:
         """Create the stored run: its directory and results file now, `run.json` later.
 
         A store that cannot be written fails here, before any sample starts; `run.json`
-        is written once the first samples wait on their calls, or before they start in
-        worker threads, and before the first result in any case (`DeferredManifest`).
+        is written once the first samples wait on their calls (`DeferredManifest`).
         """
         s = self.settings
         config = {**(info or {}), "max_concurrent": s.max_concurrent, "timeout": s.timeout}
@@ -302,7 +301,7 @@ class LocalRun:
             self._thread_loop(call, work, slots, context)
 
         slots = SlotPool(pool, slot, slots=count, timeout=timeout, on_timeout=self._timed_out)
-        if self._manifest is not None:  # before the threads start (nothing to overlap)
+        if self._manifest is not None:  # before the threads start: a sample may read it
             self._manifest.publish()
         slots.start()
         watch = functools.partial(slots.watch, lambda: self._stopped, self._buffer.flush)
@@ -488,8 +487,11 @@ class LocalRun:
         if self._manifest is not None:  # git's answer, if it did not reach run.json yet
             final.update(self._manifest.final())
         sha256 = self.source.hashed_as_read
-        fingerprint = self.handle.manifest.fingerprint
-        if status != "complete" or sha256 is None or fingerprint.dataset_sha256 != UNHASHED_STREAM:
+        if status != "complete" or sha256 is None:
+            return final
+        manifest = self._manifest  # a new run's from its parts: no write of run.json here
+        fingerprint = self.handle.fingerprint if manifest is None else manifest.fingerprint()
+        if fingerprint.dataset_sha256 != UNHASHED_STREAM:
             return final
         final["fingerprint"] = dataclasses.replace(fingerprint, dataset_sha256=sha256)
         final["expected_results"] = self.expected_count()
