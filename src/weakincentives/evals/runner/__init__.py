@@ -3,7 +3,9 @@
 Holds `evaluate()` / `run_eval()` and their options (`_evaluate.py`, `EvalConfig` in
 `_config.py`), the scheduler that
 pulls samples, bounds concurrency, enforces timeouts and appends results to the run store
-(`_scheduler.py`), how a target (an `AgentLoop`, a function, a suite) is adapted
+(`_scheduler.py`; the results it makes itself, `slim` and `error_result`: `_outcomes.py`;
+a new run's manifest, written once its first samples are under way: `_publish.py`), how a
+target (an `AgentLoop`, a function, a suite) is adapted
 (`_target.py`), how one sample is executed and scored (`_sample.py`, and
 `_async_executor.py` for async functions), its debug bundle (`_bundles.py`), per-sample
 environments (`_environment.py`) and progress sinks (`_progress.py`). It may import the
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         run_eval,
     )
     from ._fail_fast import DEFAULT_FAIL_FAST
+    from ._outcomes import error_result, slim
     from ._progress import (
         CallbackProgress,
         NullProgress,
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
         execute_function,
         execute_sample,
     )
-    from ._scheduler import error_result, slim
     from ._setup import (
         prepare_scorer,
     )
@@ -134,7 +136,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
             "execute_function",
             "execute_sample",
         ),
-        "weakincentives.evals.runner._scheduler": ("error_result", "slim"),
+        "weakincentives.evals.runner._outcomes": ("error_result", "slim"),
         "weakincentives.evals.runner._setup": ("prepare_scorer",),
     },
 )
