@@ -44,7 +44,10 @@ class SampleSource:
             self._streamed = False
         elif isinstance(dataset, Iterable) and not isinstance(dataset, str | bytes):
             self._samples = dataset
-            self.length = len(dataset) if isinstance(dataset, Collection) else None
+            # `hasattr` first: the ABC check of a generator (no `__len__`) walks every
+            # collection class once per process, a tenth of a millisecond cold.
+            sized = hasattr(type(dataset), "__len__") and isinstance(dataset, Collection)
+            self.length = len(dataset) if sized else None
             self.sha256 = sha256
             self._streamed = True
         else:
