@@ -242,10 +242,10 @@ class RunHandle:
     def publish(self) -> None:
         """Write a deferred `run.json` now (see `RunStore.create`); once written, nothing.
 
-        Its provenance (and a deferred fingerprint) is collected here. Appending a
-        result, `record_provenance`, `finish`, `manifest` and `fingerprint` call it
-        first, so results never reach a run without its manifest; the local runner calls
-        it once its first samples are under way.
+        Its provenance (and a deferred fingerprint) is collected here, and the result
+        serializer built. Appending a result, `record_provenance`, `finish`, `manifest`
+        and `fingerprint` call it first, so results never reach a run without its
+        manifest; the local runner calls it once its first samples are under way.
 
         Raises:
             RunStoreError: `run.json` cannot be written (the run stays unpublished: the
@@ -253,21 +253,20 @@ class RunHandle:
         """
         with self._manifest_lock:
             complete = self._unpublished
-            if complete is None:
-                return
-            manifest = complete(self._manifest)
-            # Not fsynced, like a manifest written by `create`: the first sync makes it
-            # durable with the results (see `RunStore.create`).
-            write_manifest(self._path, manifest, durable=False)
-            self._manifest = manifest
-            self._unpublished = None  # only once written: a failed write is tried again
+            if complete is not None:
+                manifest = complete(self._manifest)
+                # Not fsynced, like a manifest written by `create`: the first sync makes
+                # it durable with the results (see `RunStore.create`).
+                write_manifest(self._path, manifest, durable=False)
+                self._manifest = manifest
+                self._unpublished = None  # only once written: a failed write is retried
+        if self._dumps == self._first_dumps:  # ready to append: the serializer too
+            self._dumps = result_dumps()
 
     def _first_dumps(self, result: EvalResult) -> bytes:
         """Serialize the first result: publish a deferred manifest, build the serializer."""
-        if self._unpublished is not None:
-            self.publish()
-        dumps = self._dumps = result_dumps()
-        return dumps(result)
+        self.publish()
+        return self._dumps(result)
 
     def append(self, result: EvalResult) -> None:
         """Record one result; it reaches the OS before this returns.
