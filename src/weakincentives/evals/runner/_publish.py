@@ -63,6 +63,7 @@ class DeferredManifest:
         self._evaluator = evaluator
         self._dataset = (dataset_sha256, dataset_path)
         self._commit: str | None = _UNSET
+        self._fingerprint: Fingerprint | None = None
         self._dirty: Future[bool | None] | None = None
         self._included = False  # git's answer is in the provenance written
         self._published = False
@@ -77,9 +78,13 @@ class DeferredManifest:
         return self._commit
 
     def fingerprint(self) -> Fingerprint:
-        """The whole fingerprint (called by the handle as it writes `run.json`)."""
-        models = serde.dump(dict(models_of(self._target, self._evaluator)))  # as `build`
-        return dataclasses.replace(self._base, git_commit=self.git_commit(), models=models)
+        """The whole fingerprint (the handle calls it as it writes `run.json`); once."""
+        if self._fingerprint is None:
+            models = serde.dump(dict(models_of(self._target, self._evaluator)))  # as `build`
+            self._fingerprint = dataclasses.replace(
+                self._base, git_commit=self.git_commit(), models=models
+            )
+        return self._fingerprint
 
     def provenance(self) -> Mapping[str, Any]:
         """The provenance, JSON form (called by the handle as it writes `run.json`)."""
