@@ -46,8 +46,8 @@ class SampleSource:
             self._samples = dataset
             # `hasattr` first: the ABC check of a generator (no `__len__`) walks every
             # collection class once per process, a tenth of a millisecond cold.
-            sized = hasattr(type(dataset), "__len__") and isinstance(dataset, Collection)
-            self.length = len(dataset) if sized else None
+            sized = hasattr(type(dataset), "__len__")
+            self.length = len(dataset) if sized and isinstance(dataset, Collection) else None
             self.sha256 = sha256
             self._streamed = True
         else:
