@@ -199,3 +199,24 @@ def test_git_status_is_asked_once_per_process(
 def test_no_git_gives_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     assert _provenance.git_dirty() is None
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_an_async_run_whose_first_result_writes_run_json_records_the_dirty_flag(
+    dirty: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An instant `async def` task: its result comes before the runner's own write of
+    # run.json (after the first samples started), so that result publishes it; git is
+    # asked then, and its answer reaches the final manifest.
+    path, answer = checkout(tmp_path, monkeypatch)
+    if dirty:
+        (path / "notes.txt").write_text("changed\n")
+
+    async def task(question: str) -> str:
+        return str(answer(question))
+
+    task.__code__ = task.__code__.replace(co_filename=str(path / "task.py"))
+    run_eval(samples(1), task, exact_match, store=tmp_path / "runs", run_id="r")
+    provenance = manifest(tmp_path / "runs", "r")["provenance"]
+    assert provenance["git_commit"] == git(path, "rev-parse", "HEAD")
+    assert provenance["git_dirty"] is dirty

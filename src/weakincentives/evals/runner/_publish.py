@@ -88,6 +88,7 @@ class DeferredManifest:
 
     def provenance(self) -> Mapping[str, Any]:
         """The provenance, JSON form (called by the handle as it writes `run.json`)."""
+        self._ask_git()  # a result may publish before `publish` does: git starts here
         dirty, answer = self._dirty, None
         if dirty is not None and dirty.done():
             answer, self._included = dirty.result(), True
@@ -105,11 +106,16 @@ class DeferredManifest:
         if self._published or handle is None:
             return
         self._published = True
-        if self.git_commit() is not None:
-            self._dirty = git_dirty_future()  # started now: it runs while samples wait
+        self._ask_git()
         handle.publish()  # collects both, unless a result made the handle publish first
         if self._dirty is not None and not self._included:
             self._git_dirty = GitDirty(handle, self._dirty)
+
+    def _ask_git(self) -> None:
+        # `git status` in the background (once per process): it runs while samples wait,
+        # and `finish` waits for its answer if it has not come by then.
+        if self._dirty is None and self.git_commit() is not None:
+            self._dirty = git_dirty_future()
 
     async def publish_soon(self) -> None:
         """`publish` after one yield.
