@@ -486,3 +486,42 @@ def test_a_run_json_that_cannot_be_written_ends_the_run_and_lets_go_of_it(
         run_eval(samples(4), task, exact_match, store=tmp_path, run_id="r", max_concurrent=2)
     assert (tmp_path / "r" / "results.jsonl").read_bytes() == b""  # no result without it
     assert not lock_is_held(tmp_path / "r" / ".lock")  # the writer let go of the run
+
+
+# -- git's answer, when it came before run.json could hold it ------------------------
+
+
+@pytest.mark.parametrize("ends_at_once", [True, False])
+def test_an_answer_already_given_is_recorded_after_the_grace_period_or_by_finish(
+    ends_at_once: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import Future
+
+    from weakincentives.evals.runner._git_dirty import GRACE, GitDirty
+
+    rewrites: list[object] = []
+    real = RunHandle.record_provenance
+
+    def spy(self: RunHandle, changes: Any) -> bool:
+        rewrites.append(dict(changes))
+        return bool(real(self, changes))
+
+    monkeypatch.setattr(RunHandle, "record_provenance", spy)
+    run = RunStore(tmp_path).create(FINGERPRINT, run_id="r")
+    answered: Future[bool | None] = Future()
+    answered.set_result(True)
+
+    dirty = GitDirty(run, answered)  # never writes run.json from the caller's thread
+    assert rewrites == []
+    if ends_at_once:  # a short run: finish records it, one write of run.json
+        run.finish(provenance=dirty.final())
+        threading.Event().wait(GRACE * 2)
+        assert rewrites == []
+    else:  # a run still going after the grace period: recorded mid-run (a crash keeps it)
+        for _ in range(200):
+            if rewrites:
+                break
+            threading.Event().wait(0.01)
+        assert rewrites == [{"git_dirty": True}]
+        run.finish(provenance=dirty.final())
+    assert manifest(run.path)["provenance"]["git_dirty"] is True

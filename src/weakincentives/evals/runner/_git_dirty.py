@@ -8,6 +8,7 @@ crashes records it too, or, for a run that ends within `GRACE` of the answer, by
 
 from __future__ import annotations
 
+import _thread
 import logging
 import threading
 from concurrent.futures import Future
@@ -41,11 +42,14 @@ class GitDirty:
         answer.add_done_callback(self._record)
 
     def _record(self, answer: Future[bool | None]) -> None:
-        # In git's thread, a few milliseconds into the run (or at once, in the owner's
-        # thread, when git had answered already). A failed write is no failure: `final`
-        # records it again.
-        in_git_thread = threading.get_ident() != self._owner
-        if self._finishing.wait(GRACE if in_git_thread else 0):
+        # In git's thread, a few milliseconds into the run. When git had answered already
+        # (the callback runs at once, in the owner's thread), a helper thread waits out
+        # the grace period instead: a short run then writes run.json once, at `finish`.
+        # A failed write is no failure: `final` records it again.
+        if threading.get_ident() == self._owner:
+            _thread.start_new_thread(self._record, (answer,))
+            return
+        if self._finishing.wait(GRACE):
             return
         try:
             self._handle.record_provenance({"git_dirty": answer.result()})
