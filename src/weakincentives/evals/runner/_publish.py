@@ -64,6 +64,7 @@ class DeferredManifest:
         self._dataset = (dataset_sha256, dataset_path)
         self._commit: str | None = _UNSET
         self._fingerprint: Fingerprint | None = None
+        self._collected: RunProvenance | None = None
         self._dirty: Future[bool | None] | None = None
         self._included = False  # git's answer is in the provenance written
         self._published = False
@@ -80,7 +81,12 @@ class DeferredManifest:
     def fingerprint(self) -> Fingerprint:
         """The whole fingerprint (the handle calls it as it writes `run.json`); once."""
         if self._fingerprint is None:
-            models = serde.dump(dict(models_of(self._target, self._evaluator)))  # as `build`
+            collected = self._collected  # the handle collects the provenance first
+            if collected is None:
+                found = models_of(self._target, self._evaluator)
+            else:
+                found = collected.models()  # the same (see `models_of`)
+            models = serde.dump(dict(found))  # as `Fingerprint.build` stores them
             self._fingerprint = dataclasses.replace(
                 self._base, git_commit=self.git_commit(), models=models
             )
@@ -93,7 +99,7 @@ class DeferredManifest:
         if dirty is not None and dirty.done():
             answer, self._included = dirty.result(), True
         sha256, path = self._dataset
-        collected = RunProvenance.collect(
+        collected = self._collected = RunProvenance.collect(
             target=self._target, evaluator=self._evaluator, dataset_sha256=sha256,
             dataset_path=path, git_commit=self.git_commit(), git_dirty=answer,
         )  # fmt: skip
