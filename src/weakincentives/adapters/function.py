@@ -31,6 +31,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, Self, TypeVar
 
 from weakincentives import serde
@@ -255,7 +256,8 @@ class FunctionAdapter:
 
     async def _acall(self, request: ModelRequest) -> ModelTurn:
         reply = self.model(request)
-        if inspect.isawaitable(reply):
+        # An async model's coroutine is told apart without `inspect` (asked per turn).
+        if type(reply) is CoroutineType or inspect.isawaitable(reply):
             reply = await reply
         return self._turn(request, reply)
 
@@ -274,12 +276,18 @@ class FunctionAdapter:
             else ()
         )
         usage = reply.usage or TokenUsage(
-            input_tokens=sum([estimate_tokens(m.content) for m in request.messages]),
-            output_tokens=estimate_tokens(text)
-            + sum([estimate_tokens(c.arguments) for c in calls]),
+            input_tokens=_estimate_all([m.content for m in request.messages]),
+            output_tokens=estimate_tokens(text) + _estimate_all([c.arguments for c in calls])
+            if calls
+            else estimate_tokens(text),
         )
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)
+
+
+def _estimate_all(texts: list[str | None]) -> int:
+    """`estimate_tokens` of each text, added up."""
+    return sum([len(text) // 4 + 1 for text in texts if text])
 
 
 def _is_coroutine_function(fn: object) -> bool:

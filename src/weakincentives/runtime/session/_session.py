@@ -182,8 +182,11 @@ class Session:
         """Apply `event` to the slice of its type through that slice's reducer."""
         tp = type(event)
         with self._lock:
-            reducer = self._reducers.get(tp, append_reducer)
-            self._slices[tp] = reducer(self._slices.get(tp, ()), event)
+            reducer = self._reducers.get(tp)
+            if reducer is None:  # `append_reducer`, without a call per event
+                self._slices[tp] = (*self._slices.get(tp, ()), event)
+            else:
+                self._slices[tp] = reducer(self._slices.get(tp, ()), event)
 
     def slice_types(self) -> tuple[type[Any], ...]:
         """Return the types of every non-empty slice."""
