@@ -9,9 +9,9 @@ loop for `arun_prompt`): tool handlers are synchronous and expected to be quick.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from weakincentives import serde
@@ -23,7 +23,7 @@ from weakincentives.errors import (
     SerdeError,
     TurnLimitExceededError,
 )
-from weakincentives.prompt import Prompt, Tool, ToolContext
+from weakincentives.prompt import Prompt, Tool, ToolContext, ToolSpec
 from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
@@ -121,14 +121,27 @@ class _RunState:
     records the turn that answers it (running its tool calls) and returns the response
     once the model gave its final answer. The two loops do nothing else but call the
     model in between, so they cannot drift apart.
+
+    What a run without tools, budget or retries never changes is a class attribute (one
+    is made per sample: each store counts); the rest is set per run.
     """
 
-    __slots__ = (
-        "clock", "deadline", "heartbeat", "max_turns", "messages", "model",
-        "model_requests", "name", "output_type", "parsing", "prompt", "retries_left",
-        "schema", "session", "specs", "started", "tool_calls", "tools", "tracker",
-        "turn_index", "turn_usage", "usage",
-    )  # fmt: skip
+    # Changed only when the run calls tools, has a budget, or its specs or schema are
+    # still to be made (`_make_offer`); shared defaults are never mutated in place.
+    tools: Mapping[str, Tool[Any]] = MappingProxyType({})
+    offered: tuple[Tool[Any], ...] = ()
+    specs: tuple[ToolSpec, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    offer_ready = True
+    tracker: BudgetTracker | None = None
+    # The gathered evidence, each replaced (not changed) as the run goes.
+    usage = _NO_USAGE
+    turn_usage: tuple[TokenUsage, ...] = ()
+    model: str | None = None
+    model_requests = 0
+    tool_calls = 0
+    turn_index = 0  # turns that called tools (a parse retry is not one)
+    parsing = False
 
     def __init__(
         self,
@@ -146,17 +159,18 @@ class _RunState:
         name = prompt.name  # read for every event and request: looked up once
         output_type: Any = rendered.output_type  # a class or None
         offered = rendered.tools
+        self.messages: tuple[ChatMessage, ...] = rendered.messages
         session.dispatch(
             PromptRendered(
                 prompt_ns=template.ns,
                 prompt_key=template.key,
                 prompt_name=name,
-                messages=rendered.messages,
+                messages=self.messages,
                 tools=tuple(t.name for t in offered) if offered else (),
                 overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
                 applied_overrides=rendered.applied_overrides,
                 rendered_at=clock.now(),
-                output_type=None if output_type is None else _qualified(output_type),
+                output_type=None if output_type is None else _type_name(output_type),
             ),
         )
         self.prompt = prompt
@@ -168,21 +182,19 @@ class _RunState:
         self.max_turns = max_turns
         self.retries_left = output_retries
         self.output_type = output_type
-        # Shared, not copied: `ModelRequest.output_schema` is read-only (a Mapping).
-        self.schema = serde.json_schema(output_type, copy=False) if output_type else None
-        self.tools: dict[str, Tool[Any]] = {t.name: t for t in offered} if offered else {}
-        self.specs = tuple(t.spec() for t in offered) if offered else ()
-        # Without a budget the usage is added up here: no tracker (and its lock) per run.
-        self.tracker = BudgetTracker(budget) if budget is not None else None
-        self.usage = _NO_USAGE
+        # The tools' specs and the output schema are made by the first `request` (a failure
+        # there is the run's: `PromptFailed`); an output type's schema is made once.
+        if offered:
+            self.offered = offered
+            self.tools = {t.name: t for t in offered}
+            self.offer_ready = False
+        if output_type is not None:
+            self.schema = _SCHEMAS.get(output_type)
+            if self.schema is None:
+                self.offer_ready = False
+        if budget is not None:  # without one the usage is added up here: no tracker, no lock
+            self.tracker = BudgetTracker(budget)
         self.started = clock.monotonic()
-        self.messages: tuple[ChatMessage, ...] = rendered.messages
-        self.tool_calls = 0
-        self.turn_usage: list[TokenUsage] = []
-        self.model_requests = 0
-        self.turn_index = 0  # turns that called tools (a parse retry is not one)
-        self.model: str | None = None
-        self.parsing = False
 
     def request(self) -> ModelRequest:
         """The next model request (checks the turn limit, the deadline, the heartbeat)."""
@@ -196,6 +208,8 @@ class _RunState:
             deadline.check(f"prompt {self.name}")
         if self.heartbeat is not None:
             self.heartbeat()
+        if not self.offer_ready:
+            self._make_offer()
         return ModelRequest(
             messages=self.messages,
             tools=self.specs,
@@ -206,15 +220,23 @@ class _RunState:
             timeout=deadline.remaining() if deadline is not None else None,
         )
 
+    def _make_offer(self) -> None:
+        if self.offered:
+            self.specs = tuple(t.spec() for t in self.offered)
+        if self.schema is None and self.output_type is not None:
+            self.schema = _output_schema(self.output_type)
+        self.offer_ready = True
+
     def answer(self, turn: ModelTurn) -> PromptResponse[Any] | None:
         """Record `turn`; the response when it is the final answer, else None (go on)."""
         self.model_requests += 1
-        self.model = turn.model or self.model
+        if turn.model:
+            self.model = turn.model
         message = turn.message
         self.messages = (*self.messages, message)
         # Before the budget check: a call that passed the budget was still paid for.
         usage = turn.usage
-        self.turn_usage.append(usage)
+        self.turn_usage = (*self.turn_usage, usage)
         if self.tracker is not None:
             self.tracker.record(usage)
         elif self.usage is _NO_USAGE and type(usage) is TokenUsage:
@@ -282,7 +304,7 @@ class _RunState:
                 model_requests=self.model_requests,
                 tool_calls=self.tool_calls,
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
-                turn_usage=tuple(self.turn_usage),
+                turn_usage=self.turn_usage,
             ),
         )
         return PromptResponse(
@@ -313,7 +335,7 @@ class _RunState:
                 error_type=type(exc).__name__,
                 error=str(exc),
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
-                turn_usage=tuple(self.turn_usage),
+                turn_usage=self.turn_usage,
             ),
         )
 
@@ -325,9 +347,35 @@ class _RunState:
         return "output_parsing" if self.parsing else "agent"
 
 
-@functools.lru_cache(maxsize=256)
-def _qualified(tp: Any) -> str:  # a class
-    return f"{tp.__module__}.{tp.__qualname__}"
+_SCHEMAS: dict[Any, Mapping[str, Any]] = {}
+"""Output type -> its JSON schema (`_output_schema`)."""
+_TYPE_NAMES: dict[Any, str] = {}
+"""Output type -> its qualified name (`_type_name`)."""
+
+
+def _output_schema(output_type: Any) -> Mapping[str, Any]:
+    """The JSON schema of a structured output type, made once per type.
+
+    Shared, not copied: `ModelRequest.output_schema` is read-only.
+    """
+    schema = _SCHEMAS.get(output_type)
+    if schema is None:
+        schema = serde.json_schema(output_type, copy=False)
+        if len(_SCHEMAS) >= 256:  # a program making output types on the fly: start over
+            _SCHEMAS.clear()
+        _SCHEMAS[output_type] = schema
+    return schema
+
+
+def _type_name(output_type: Any) -> str:
+    """`module.QualName` of a class, made once per class."""
+    name = _TYPE_NAMES.get(output_type)
+    if name is None:
+        name = f"{output_type.__module__}.{output_type.__qualname__}"
+        if len(_TYPE_NAMES) >= 256:
+            _TYPE_NAMES.clear()
+        _TYPE_NAMES[output_type] = name
+    return name
 
 
 def _retry_text(exc: AdapterResponseError) -> str:
@@ -339,7 +387,7 @@ def _retry_text(exc: AdapterResponseError) -> str:
 
 
 def _invoke(
-    tools: dict[str, Tool[Any]],
+    tools: Mapping[str, Tool[Any]],
     call: ToolCall,
     session: Session,
     prompt_name: str,

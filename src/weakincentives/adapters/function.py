@@ -275,19 +275,19 @@ class FunctionAdapter:
             if reply.tool_calls
             else ()
         )
-        usage = reply.usage or TokenUsage(
-            input_tokens=_estimate_all([m.content for m in request.messages]),
-            output_tokens=estimate_tokens(text) + _estimate_all([c.arguments for c in calls])
-            if calls
-            else estimate_tokens(text),
-        )
+        usage = reply.usage
+        if not usage:  # estimated: `estimate_tokens` of each text, inlined
+            sent = 0
+            for m in request.messages:
+                content = m.content
+                if content:
+                    sent += len(content) // 4 + 1
+            made = len(text) // 4 + 1 if text else 0
+            for c in calls:
+                made += estimate_tokens(c.arguments)
+            usage = TokenUsage(input_tokens=sent, output_tokens=made)
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)
-
-
-def _estimate_all(texts: list[str | None]) -> int:
-    """`estimate_tokens` of each text, added up."""
-    return sum([len(text) // 4 + 1 for text in texts if text])
 
 
 def _is_coroutine_function(fn: object) -> bool:

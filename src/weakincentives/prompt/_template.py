@@ -248,7 +248,7 @@ class Prompt(Generic[OutputT]):
             if plan is None:  # not made yet
                 plan = _plan_of(self.template)
             if plan:  # False: the template cannot have one
-                return cast(_RenderPlan, plan).render(self)
+                return plan.render(self)  # type: ignore[no-any-return]  # a _RenderPlan
         applied: list[str] = []
         parts: list[tuple[str, str]] = []
         for section in self.template.sections:
@@ -415,7 +415,7 @@ class _RenderPlan:
     render gives, which a test checks.
     """
 
-    __slots__ = ("messages", "output_type", "tools")
+    __slots__ = ("fixed", "last", "messages", "output_type", "tools")
 
     def __init__(self, template: PromptTemplate[Any], parts: list[tuple[str, str | _Fill]]) -> None:
         merged: list[tuple[str, list[str | _Fill]]] = []
@@ -429,10 +429,21 @@ class _RenderPlan:
         )
         self.tools = tuple(template.tools)
         self.output_type = template.output_type
+        # The common shape, rendered without a loop: fixed messages, then one with
+        # placeholders (a system prompt, then the user's question).
+        *fixed, last = self.messages or (None,)
+        self.fixed = tuple(m for m in fixed if isinstance(m, ChatMessage))
+        simple = isinstance(last, _FilledMessage) and len(self.fixed) == len(fixed)
+        self.last = last if simple and isinstance(last, _FilledMessage) else None
 
     def render(self, prompt: Prompt[Any]) -> RenderedPrompt:
-        made = [m.make(prompt) if isinstance(m, _FilledMessage) else m for m in self.messages]
-        return RenderedPrompt(messages=tuple(made), tools=self.tools, output_type=self.output_type)
+        last = self.last
+        if last is not None:
+            messages = (*self.fixed, last.make(prompt))
+        else:
+            made = [m.make(prompt) if isinstance(m, _FilledMessage) else m for m in self.messages]
+            messages = tuple(made)
+        return RenderedPrompt(messages=messages, tools=self.tools, output_type=self.output_type)
 
 
 class _FilledMessage:
