@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -396,3 +397,65 @@ def test_heartbeat_runs_every_turn_and_reaches_tools() -> None:
 def test_function_adapter_is_a_provider_adapter() -> None:
     adapter: ProviderAdapter = FunctionAdapter(lambda req: "ok")
     assert adapter.evaluate(_prompt(tools=False), session=Session()).text == "ok"
+
+
+def _usage(tokens: int) -> TokenUsage:
+    return TokenUsage(input_tokens=tokens, output_tokens=1, cached_tokens=tokens // 2)
+
+
+@pytest.mark.parametrize("budget", [None, Budget(max_total_tokens=1_000)])
+def test_usage_adds_up_over_turns_with_or_without_a_budget(budget: Budget | None) -> None:
+    call = FunctionReply.call("calculate", a=1, op="+", b=1).tool_calls
+    model = ScriptedModel(
+        FunctionReply(tool_calls=call, usage=_usage(10)),
+        FunctionReply(tool_calls=call, usage=_usage(20)),
+        FunctionReply(text="done", usage=_usage(30)),
+    )
+    session = Session()
+
+    response = FunctionAdapter(model).evaluate(_prompt(), session=session, budget=budget)
+
+    total = TokenUsage(input_tokens=60, output_tokens=3, cached_tokens=30)
+    assert response.usage == total
+    executed = session[PromptExecuted].latest()
+    assert executed is not None
+    assert executed.usage == total
+    assert executed.turn_usage == (_usage(10), _usage(20), _usage(30))
+    assert executed.model_requests == 3
+    assert executed.tool_calls == 2
+
+
+@dataclass(frozen=True)
+class Unschematic:
+    """Params pydantic makes no JSON schema of (a field that holds a function)."""
+
+    callback: Callable[[], None]
+
+
+@pytest.mark.parametrize("where", ["tool", "output"])
+def test_a_schema_that_cannot_be_made_fails_the_run_with_its_evidence(where: str) -> None:
+    def never(params: Unschematic, context: ToolContext) -> ToolResult:
+        raise AssertionError("not called")
+
+    template = PromptTemplate[Any](
+        ns="tests",
+        key="schema",
+        sections=(MarkdownSection("", "s", "go", role="user"),),
+        tools=(Tool(name="odd", description="o", params_type=Unschematic, handler=never),)
+        if where == "tool"
+        else (),
+        output_type=Unschematic if where == "output" else None,
+    )
+    model = ScriptedModel()  # never asked: the run fails before its first request
+    session = Session()
+
+    with pytest.raises(Exception) as info:
+        FunctionAdapter(model).evaluate(Prompt(template), session=session)
+
+    assert model.requests == []
+    failed = session[PromptFailed].latest()
+    assert failed is not None  # as when the loop was a generator: recorded, then raised
+    assert failed.stage == "agent"
+    assert failed.error_type == type(info.value).__name__
+    assert [m.role for m in failed.messages] == ["user"]
+    assert session[PromptRendered].latest() is not None

@@ -1,18 +1,18 @@
 """The model/tool loop shared by every adapter, sync and async.
 
-`_RunState.steps` is the loop itself as a generator that yields each `ModelRequest` and is
-sent back the `ModelTurn` that answers it, so the loop does no I/O: `run_prompt` drives it
-with a blocking model call, `arun_prompt` with an awaited one, and the two cannot drift
-apart. Tools run where the loop runs (on the event loop for `arun_prompt`): tool handlers
-are synchronous and expected to be quick.
+`_RunState` is the loop without I/O: `request` makes each `ModelRequest` and `answer`
+records the `ModelTurn` that answers it (running its tool calls, parsing the final
+answer), so `run_prompt` drives it with a blocking model call, `arun_prompt` with an
+awaited one, and the two cannot drift apart. Tools run where the loop runs (on the event
+loop for `arun_prompt`): tool handlers are synchronous and expected to be quick.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from weakincentives import serde
 from weakincentives.clock import SYSTEM_CLOCK, Clock
@@ -23,7 +23,7 @@ from weakincentives.errors import (
     SerdeError,
     TurnLimitExceededError,
 )
-from weakincentives.prompt import Prompt, RenderedPrompt, Tool, ToolContext
+from weakincentives.prompt import Prompt, Tool, ToolContext, ToolSpec
 from weakincentives.runtime.limits import Budget, BudgetTracker, Deadline
 from weakincentives.runtime.session import (
     ChatMessage,
@@ -66,17 +66,16 @@ def run_prompt(
     with the conversation, usage and counts so far is published before the exception
     propagates.
     """
-    state = _begin(prompt, session, clock, budget)
-    steps = state.steps(deadline, heartbeat, max_turns, output_retries)
+    state = _RunState(
+        prompt, session, clock, budget, deadline, heartbeat, max_turns, output_retries
+    )
     try:
-        request = next(steps)
+        request = state.request()
         while True:
-            turn = call_model(request)  # outside the inner try: its StopIteration is an error
-            try:
-                request = steps.send(turn)
-            except StopIteration as stop:
-                response: PromptResponse[OutputT] = stop.value
+            response = state.answer(call_model(request))
+            if response is not None:
                 return response
+            request = state.request()
     except Exception as exc:
         state.fail(exc)
         raise
@@ -95,133 +94,183 @@ async def arun_prompt(
     clock: Clock = SYSTEM_CLOCK,
 ) -> PromptResponse[OutputT]:
     """`run_prompt` with an awaited model call: the same loop, on the running event loop."""
-    state = _begin(prompt, session, clock, budget)
-    steps = state.steps(deadline, heartbeat, max_turns, output_retries)
+    state = _RunState(
+        prompt, session, clock, budget, deadline, heartbeat, max_turns, output_retries
+    )
     try:
-        request = next(steps)
+        request = state.request()
         while True:
-            turn = await call_model(request)
-            try:
-                request = steps.send(turn)
-            except StopIteration as stop:
-                response: PromptResponse[OutputT] = stop.value
+            response = state.answer(await call_model(request))
+            if response is not None:
                 return response
+            request = state.request()
     except Exception as exc:
         state.fail(exc)
         raise
 
 
-def _begin(prompt: Prompt[Any], session: Session, clock: Clock, budget: Budget | None) -> _RunState:
-    """Render `prompt`, record `PromptRendered`, and start the run's state."""
-    rendered = prompt.render()
-    session.dispatch(
-        PromptRendered(
-            prompt_ns=prompt.template.ns,
-            prompt_key=prompt.template.key,
-            prompt_name=prompt.name,
-            messages=rendered.messages,
-            tools=tuple(t.name for t in rendered.tools) if rendered.tools else (),
-            overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
-            applied_overrides=rendered.applied_overrides,
-            rendered_at=clock.now(),
-            output_type=_type_name(rendered.output_type),
-        ),
-    )
-    return _RunState(prompt, rendered, session, clock, BudgetTracker(budget))
+_NO_USAGE = TokenUsage()
+"""The usage of a run before its first model call (one shared, immutable zero)."""
 
 
 class _RunState:
-    """What one prompt run has gathered so far: kept for the result or the failure."""
+    """One prompt run: what it has gathered so far, kept for the result or the failure.
+
+    Made by rendering the prompt (and recording `PromptRendered`). `run_prompt` and
+    `arun_prompt` drive it alike: `request` makes the next model request, `answer`
+    records the turn that answers it (running its tool calls) and returns the response
+    once the model gave its final answer. The two loops do nothing else but call the
+    model in between, so they cannot drift apart.
+
+    What a run without tools, budget or retries never changes is a class attribute (one
+    is made per sample: each store counts); the rest is set per run.
+    """
+
+    # Changed only when the run calls tools, has a budget, or its specs or schema are
+    # still to be made (`_make_offer`); shared defaults are never mutated in place.
+    tools: Mapping[str, Tool[Any]] = MappingProxyType({})
+    offered: tuple[Tool[Any], ...] = ()
+    specs: tuple[ToolSpec, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    offer_ready = True
+    tracker: BudgetTracker | None = None
+    # The gathered evidence, each replaced (not changed) as the run goes.
+    usage = _NO_USAGE
+    turn_usage: tuple[TokenUsage, ...] = ()
+    model: str | None = None
+    model_requests = 0
+    tool_calls = 0
+    turn_index = 0  # turns that called tools (a parse retry is not one)
+    parsing = False
 
     def __init__(
         self,
         prompt: Prompt[Any],
-        rendered: RenderedPrompt,
         session: Session,
         clock: Clock,
-        tracker: BudgetTracker,
-    ) -> None:
-        self.prompt = prompt
-        self.name = prompt.name  # read for every event and request: looked up once
-        self.rendered = rendered
-        self.session = session
-        self.clock = clock
-        self.tracker = tracker
-        self.started = clock.monotonic()
-        self.messages = list(rendered.messages)
-        self.tool_calls = 0
-        self.turn_usage: list[TokenUsage] = []
-        self.model_requests = 0
-        self.model: str | None = None
-        self.parsing = False
-
-    def steps(
-        self,
+        budget: Budget | None,
         deadline: Deadline | None,
         heartbeat: Heartbeat | None,
         max_turns: int,
         output_retries: int,
-    ) -> Generator[ModelRequest, ModelTurn, PromptResponse[Any]]:
-        """The loop without I/O: yields each model request, is sent the turn answering it."""
-        prompt, rendered = self.prompt, self.rendered
+    ) -> None:
+        template = prompt.template
+        rendered = prompt.render()
+        name = prompt.name  # read for every event and request: looked up once
+        output_type: Any = rendered.output_type  # a class or None
         offered = rendered.tools
-        tools = {t.name: t for t in offered} if offered else {}
-        specs = tuple(t.spec() for t in offered) if offered else ()
-        # Shared, not copied: `ModelRequest.output_schema` is read-only (a Mapping).
-        output_type = rendered.output_type
-        schema = serde.json_schema(output_type, copy=False) if output_type else None
-        retries_left = output_retries
-        turn_index = 0
-        while turn_index < max_turns:
-            if deadline is not None:
-                deadline.check(f"prompt {prompt.name}")
-            if heartbeat is not None:
-                heartbeat()
-            turn = yield (
-                ModelRequest(
-                    messages=tuple(self.messages),
-                    tools=specs,
-                    output_type=rendered.output_type,
-                    output_schema=schema,
-                    prompt_name=self.name,
-                    turn=self.model_requests,
-                    timeout=deadline.remaining() if deadline is not None else None,
-                )
+        self.messages: tuple[ChatMessage, ...] = rendered.messages
+        session.dispatch(
+            PromptRendered(
+                prompt_ns=template.ns,
+                prompt_key=template.key,
+                prompt_name=name,
+                messages=self.messages,
+                tools=tuple(t.name for t in offered) if offered else (),
+                overrides_tag=prompt.overrides_tag if prompt.overrides_store else None,
+                applied_overrides=rendered.applied_overrides,
+                rendered_at=clock.now(),
+                output_type=None if output_type is None else _type_name(output_type),
+            ),
+        )
+        self.prompt = prompt
+        self.name = name
+        self.session = session
+        self.clock = clock
+        self.deadline = deadline
+        self.heartbeat = heartbeat
+        self.max_turns = max_turns
+        self.retries_left = output_retries
+        self.output_type = output_type
+        # The tools' specs and the output schema are made by the first `request` (a failure
+        # there is the run's: `PromptFailed`); an output type's schema is made once.
+        if offered:
+            self.offered = offered
+            self.tools = {t.name: t for t in offered}
+            self.offer_ready = False
+        if output_type is not None:
+            self.schema = _SCHEMAS.get(output_type)
+            if self.schema is None:
+                self.offer_ready = False
+        if budget is not None:  # without one the usage is added up here: no tracker, no lock
+            self.tracker = BudgetTracker(budget)
+        self.started = clock.monotonic()
+
+    def request(self) -> ModelRequest:
+        """The next model request (checks the turn limit, the deadline, the heartbeat)."""
+        if self.turn_index >= self.max_turns:
+            raise TurnLimitExceededError(
+                f"prompt {self.name}: the model was still calling tools after "
+                f"{self.max_turns} turns; raise max_turns or check the tools' answers",
             )
-            self.model_requests += 1
-            self.model = turn.model or self.model
-            self.messages.append(turn.message)
-            # Before the budget check: a call that passed the budget was still paid for.
-            self.turn_usage.append(turn.usage)
-            self.tracker.record(turn.usage)
-            if deadline is not None:
-                # A late answer is a timeout, whatever it says: checked after the call too.
-                deadline.check(f"prompt {prompt.name}")
-            if turn.message.tool_calls:
-                self._call_tools(tools, turn.message.tool_calls, heartbeat)
-                turn_index += 1
-                continue
-            try:
-                return self._finish()
-            except AdapterResponseError as exc:
-                if retries_left <= 0:
-                    raise
-                retries_left -= 1
-                self.parsing = False
-                self.messages.append(ChatMessage(role="user", content=_retry_text(exc)))
-        raise TurnLimitExceededError(
-            f"prompt {prompt.name}: the model was still calling tools after {max_turns} turns; "
-            "raise max_turns or check the tools' answers",
+        deadline = self.deadline
+        if deadline is not None:
+            deadline.check(f"prompt {self.name}")
+        if self.heartbeat is not None:
+            self.heartbeat()
+        if not self.offer_ready:
+            self._make_offer()
+        return ModelRequest(
+            messages=self.messages,
+            tools=self.specs,
+            output_type=self.output_type,
+            output_schema=self.schema,
+            prompt_name=self.name,
+            turn=self.model_requests,
+            timeout=deadline.remaining() if deadline is not None else None,
         )
 
-    def _call_tools(
-        self, tools: dict[str, Tool[Any]], calls: tuple[ToolCall, ...], heartbeat: Heartbeat | None
-    ) -> None:
+    def _make_offer(self) -> None:
+        if self.offered:
+            self.specs = tuple(t.spec() for t in self.offered)
+        if self.schema is None and self.output_type is not None:
+            self.schema = _output_schema(self.output_type)
+        self.offer_ready = True
+
+    def answer(self, turn: ModelTurn) -> PromptResponse[Any] | None:
+        """Record `turn`; the response when it is the final answer, else None (go on)."""
+        self.model_requests += 1
+        if turn.model:
+            self.model = turn.model
+        message = turn.message
+        self.messages = (*self.messages, message)
+        # Before the budget check: a call that passed the budget was still paid for.
+        usage = turn.usage
+        self.turn_usage = (*self.turn_usage, usage)
+        if self.tracker is not None:
+            self.tracker.record(usage)
+        elif self.usage is _NO_USAGE and type(usage) is TokenUsage:
+            self.usage = usage  # the first call's usage is the total: kept as it is
+        else:
+            self.usage = self.usage + usage
+        if self.deadline is not None:
+            # A late answer is a timeout, whatever it says: checked after the call too.
+            self.deadline.check(f"prompt {self.name}")
+        if message.tool_calls:
+            self._call_tools(message.tool_calls)
+            self.turn_index += 1
+            return None
+        try:
+            return self._finish(message.content)
+        except AdapterResponseError as exc:
+            if self.retries_left <= 0:
+                raise
+            self.retries_left -= 1
+            self.parsing = False
+            self.messages = (*self.messages, ChatMessage(role="user", content=_retry_text(exc)))
+            return None
+
+    def _total(self) -> TokenUsage:
+        return self.tracker.usage if self.tracker is not None else self.usage
+
+    def _call_tools(self, calls: tuple[ToolCall, ...]) -> None:
+        session, name, heartbeat = self.session, self.name, self.heartbeat
         for call in calls:
-            event = _invoke(tools, call, self.session, self.prompt.name, heartbeat)
-            self.session.dispatch(event)
+            event = _invoke(self.tools, call, session, name, heartbeat)
+            session.dispatch(event)
             self.tool_calls += 1
-            self.messages.append(
+            self.messages = (
+                *self.messages,
                 ChatMessage(
                     role="tool",
                     content=event.result.message,
@@ -231,18 +280,18 @@ class _RunState:
                 ),
             )
 
-    def _finish(self) -> PromptResponse[Any]:
+    def _finish(self, text: str | None) -> PromptResponse[Any]:
         template, name = self.prompt.template, self.name
-        text = self.messages[-1].content
         # A plain-text prompt's output is its text, so `response.output` is the answer
         # whichever kind of prompt ran (the spec's `run_eval` reads `response.output`).
         output: Any = text
-        output_type = self.rendered.output_type
+        output_type = self.output_type
         if output_type is not None:
             self.parsing = True
             output = parse_output(output_type, text, name)
             self.parsing = False
-        usage = self.tracker.usage
+        usage = self._total()
+        messages = self.messages
         self.session.dispatch(
             PromptExecuted(
                 prompt_ns=template.ns,
@@ -255,7 +304,7 @@ class _RunState:
                 model_requests=self.model_requests,
                 tool_calls=self.tool_calls,
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
-                turn_usage=tuple(self.turn_usage),
+                turn_usage=self.turn_usage,
             ),
         )
         return PromptResponse(
@@ -263,7 +312,7 @@ class _RunState:
             text=text,
             output=output,
             usage=usage,
-            messages=tuple(self.messages),
+            messages=messages,
             model=self.model,
             model_requests=self.model_requests,
             tool_calls=self.tool_calls,
@@ -276,9 +325,9 @@ class _RunState:
             PromptFailed(
                 prompt_ns=prompt.template.ns,
                 prompt_key=prompt.template.key,
-                prompt_name=prompt.name,
-                messages=tuple(self.messages),
-                usage=self.tracker.usage,
+                prompt_name=self.name,
+                messages=self.messages,
+                usage=self._total(),
                 model=self.model,
                 model_requests=self.model_requests,
                 tool_calls=self.tool_calls,
@@ -286,7 +335,7 @@ class _RunState:
                 error_type=type(exc).__name__,
                 error=str(exc),
                 duration_ms=(self.clock.monotonic() - self.started) * 1000.0,
-                turn_usage=tuple(self.turn_usage),
+                turn_usage=self.turn_usage,
             ),
         )
 
@@ -298,13 +347,35 @@ class _RunState:
         return "output_parsing" if self.parsing else "agent"
 
 
-def _type_name(tp: type[Any] | None) -> str | None:
-    return None if tp is None else _qualified(cast(Any, tp))
+_SCHEMAS: dict[Any, Mapping[str, Any]] = {}
+"""Output type -> its JSON schema (`_output_schema`)."""
+_TYPE_NAMES: dict[Any, str] = {}
+"""Output type -> its qualified name (`_type_name`)."""
 
 
-@functools.lru_cache(maxsize=256)
-def _qualified(tp: Any) -> str:  # a class
-    return f"{tp.__module__}.{tp.__qualname__}"
+def _output_schema(output_type: Any) -> Mapping[str, Any]:
+    """The JSON schema of a structured output type, made once per type.
+
+    Shared, not copied: `ModelRequest.output_schema` is read-only.
+    """
+    schema = _SCHEMAS.get(output_type)
+    if schema is None:
+        schema = serde.json_schema(output_type, copy=False)
+        if len(_SCHEMAS) >= 256:  # a program making output types on the fly: start over
+            _SCHEMAS.clear()
+        _SCHEMAS[output_type] = schema
+    return schema
+
+
+def _type_name(output_type: Any) -> str:
+    """`module.QualName` of a class, made once per class."""
+    name = _TYPE_NAMES.get(output_type)
+    if name is None:
+        name = f"{output_type.__module__}.{output_type.__qualname__}"
+        if len(_TYPE_NAMES) >= 256:
+            _TYPE_NAMES.clear()
+        _TYPE_NAMES[output_type] = name
+    return name
 
 
 def _retry_text(exc: AdapterResponseError) -> str:
@@ -316,7 +387,7 @@ def _retry_text(exc: AdapterResponseError) -> str:
 
 
 def _invoke(
-    tools: dict[str, Tool[Any]],
+    tools: Mapping[str, Tool[Any]],
     call: ToolCall,
     session: Session,
     prompt_name: str,

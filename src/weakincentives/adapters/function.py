@@ -31,6 +31,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any, Self, TypeVar
 
 from weakincentives import serde
@@ -255,7 +256,8 @@ class FunctionAdapter:
 
     async def _acall(self, request: ModelRequest) -> ModelTurn:
         reply = self.model(request)
-        if inspect.isawaitable(reply):
+        # An async model's coroutine is told apart without `inspect` (asked per turn).
+        if type(reply) is CoroutineType or inspect.isawaitable(reply):
             reply = await reply
         return self._turn(request, reply)
 
@@ -273,11 +275,17 @@ class FunctionAdapter:
             if reply.tool_calls
             else ()
         )
-        usage = reply.usage or TokenUsage(
-            input_tokens=sum([estimate_tokens(m.content) for m in request.messages]),
-            output_tokens=estimate_tokens(text)
-            + sum([estimate_tokens(c.arguments) for c in calls]),
-        )
+        usage = reply.usage
+        if not usage:  # estimated: `estimate_tokens` of each text, inlined
+            sent = 0
+            for m in request.messages:
+                content = m.content
+                if content:
+                    sent += len(content) // 4 + 1
+            made = len(text) // 4 + 1 if text else 0
+            for c in calls:
+                made += estimate_tokens(c.arguments)
+            usage = TokenUsage(input_tokens=sent, output_tokens=made)
         message = ChatMessage(role="assistant", content=text, tool_calls=calls)
         return ModelTurn(message=message, usage=usage, model=self.model_name)
 

@@ -8,6 +8,7 @@ import string
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from weakincentives import serde
@@ -241,10 +242,13 @@ class Prompt(Generic[OutputT]):
         Raises:
             PromptRenderError: for a placeholder without a value.
         """
-        overrides = self._overrides()
-        plan = None if overrides else _plan_of(self.template)
-        if plan is not None:
-            return plan.render(self)
+        overrides = self._overrides() if self.overrides_store is not None else _NO_OVERRIDES
+        if not overrides:
+            plan: Any = self.template._render_plan  # type: ignore[attr-defined]  # __post_init__
+            if plan is None:  # not made yet
+                plan = _plan_of(self.template)
+            if plan:  # False: the template cannot have one
+                return plan.render(self)  # type: ignore[no-any-return]  # a _RenderPlan
         applied: list[str] = []
         parts: list[tuple[str, str]] = []
         for section in self.template.sections:
@@ -274,7 +278,7 @@ class Prompt(Generic[OutputT]):
 
     def _overrides(self) -> Mapping[str, Any]:
         if self.overrides_store is None:
-            return {}
+            return _NO_OVERRIDES
         return self.overrides_store.resolve(self.template.ns, self.template.key, self.overrides_tag)
 
     def _fill(self, section: MarkdownSection[Any], body: str) -> str:
@@ -308,6 +312,10 @@ class Prompt(Generic[OutputT]):
         return template.substitute({name: str(source[name]) for name in names})
 
 
+_NO_OVERRIDES: Mapping[str, Any] = MappingProxyType({})
+"""The overrides of a prompt without an overrides store (none; shared, read-only)."""
+
+
 def _merge(parts: list[tuple[str, str]]) -> tuple[ChatMessage, ...]:
     merged: list[tuple[str, list[str]]] = []
     for role, text in parts:
@@ -330,42 +338,45 @@ class _Fill:
     substitution per section per sample.
     """
 
-    __slots__ = ("body", "head", "literals", "names", "prefix", "section")
+    __slots__ = ("body", "head", "literals", "name", "names", "params_type", "prefix", "section")
 
     def __init__(
         self, section: MarkdownSection[Any], literals: tuple[str, ...], names: tuple[str, ...]
     ) -> None:
         self.section = section
+        self.params_type = section.params_type
         self.body = section.template
         self.literals = literals
         self.names = names
+        self.name = names[0] if len(names) == 1 else None  # the common case: one placeholder
         self.prefix = f"## {section.title}\n\n" if section.title else ""
         self.head = self.prefix + literals[0]
 
     def text(self, prompt: Prompt[Any]) -> str:
         """The section rendered for `prompt`, as `Prompt.render` renders it."""
-        section, names = self.section, self.names
-        params_type = section.params_type
+        params_type, name = self.params_type, self.name
         if params_type is not None:
             for p in reversed(prompt.params):  # the latest bound wins
                 if isinstance(p, params_type):
-                    values = [getattr(p, name) for name in names]
+                    if name is not None:
+                        return (self.head + str(getattr(p, name)) + self.literals[1]).strip()
+                    values = [getattr(p, n) for n in self.names]
                     break
             else:  # no params bound: `_fill` says what is missing
-                return f"{self.prefix}{prompt._fill(section, self.body)}".strip()
+                return self._unfilled(prompt)
         else:
             source = prompt.values
-            if not all(name in source for name in names):
-                return f"{self.prefix}{prompt._fill(section, self.body)}".strip()
-            values = [source[name] for name in names]
-        literals = self.literals
-        if len(values) == 1:  # the common case: one placeholder
-            return (self.head + str(values[0]) + literals[1]).strip()
+            if not all(n in source for n in self.names):
+                return self._unfilled(prompt)
+            values = [source[n] for n in self.names]
         out = [self.head]
-        for value, literal in zip(values, literals[1:], strict=True):
+        for value, literal in zip(values, self.literals[1:], strict=True):
             out.append(str(value))
             out.append(literal)
         return "".join(out).strip()
+
+    def _unfilled(self, prompt: Prompt[Any]) -> str:
+        return f"{self.prefix}{prompt._fill(self.section, self.body)}".strip()
 
 
 def _split(body: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -404,7 +415,7 @@ class _RenderPlan:
     render gives, which a test checks.
     """
 
-    __slots__ = ("messages", "output_type", "tools")
+    __slots__ = ("fixed", "last", "messages", "output_type", "tools")
 
     def __init__(self, template: PromptTemplate[Any], parts: list[tuple[str, str | _Fill]]) -> None:
         merged: list[tuple[str, list[str | _Fill]]] = []
@@ -413,37 +424,55 @@ class _RenderPlan:
                 merged[-1][1].append(part)
             else:
                 merged.append((role, [part]))
-        self.messages: tuple[ChatMessage | tuple[str, tuple[str | _Fill, ...]], ...] = tuple(
+        self.messages: tuple[ChatMessage | _FilledMessage, ...] = tuple(
             _fixed_message(role, texts) for role, texts in merged
         )
         self.tools = tuple(template.tools)
         self.output_type = template.output_type
+        # The common shape, rendered without a loop: fixed messages, then one with
+        # placeholders (a system prompt, then the user's question).
+        *fixed, last = self.messages or (None,)
+        self.fixed = tuple(m for m in fixed if isinstance(m, ChatMessage))
+        simple = isinstance(last, _FilledMessage) and len(self.fixed) == len(fixed)
+        self.last = last if simple and isinstance(last, _FilledMessage) else None
 
     def render(self, prompt: Prompt[Any]) -> RenderedPrompt:
-        messages: list[ChatMessage] = []
-        for message in self.messages:
-            if isinstance(message, ChatMessage):
-                messages.append(message)
-                continue
-            role, parts = message
-            if len(parts) == 1:  # one section with placeholders: its text is the message's
-                content = cast(_Fill, parts[0]).text(prompt)
-            else:
-                texts = [part if type(part) is str else part.text(prompt) for part in parts]  # type: ignore[union-attr]
-                content = "\n\n".join(texts)
-            messages.append(ChatMessage(role=cast(Any, role), content=content))
-        return RenderedPrompt(
-            messages=tuple(messages), tools=self.tools, output_type=self.output_type
-        )
+        last = self.last
+        if last is not None:
+            messages = (*self.fixed, last.make(prompt))
+        else:
+            made = [m.make(prompt) if isinstance(m, _FilledMessage) else m for m in self.messages]
+            messages = tuple(made)
+        return RenderedPrompt(messages=messages, tools=self.tools, output_type=self.output_type)
 
 
-def _fixed_message(
-    role: str, parts: list[str | _Fill]
-) -> ChatMessage | tuple[str, tuple[str | _Fill, ...]]:
+class _FilledMessage:
+    """A message of the plan with placeholders: its fixed sections' text and its `_Fill`s."""
+
+    __slots__ = ("fill", "parts", "role")
+
+    def __init__(self, role: Literal["system", "user"], parts: tuple[str | _Fill, ...]) -> None:
+        self.role = role
+        self.parts = parts
+        # One section with placeholders and nothing else: its text is the message's.
+        only = parts[0] if len(parts) == 1 else None
+        self.fill = only if isinstance(only, _Fill) else None
+
+    def make(self, prompt: Prompt[Any]) -> ChatMessage:
+        fill = self.fill
+        if fill is not None:
+            content = fill.text(prompt)
+        else:
+            texts = [part if isinstance(part, str) else part.text(prompt) for part in self.parts]
+            content = "\n\n".join(texts)
+        return ChatMessage(role=self.role, content=content)
+
+
+def _fixed_message(role: str, parts: list[str | _Fill]) -> ChatMessage | _FilledMessage:
     chat_role: Literal["system", "user"] = "system" if role == "system" else "user"
     if all(type(part) is str for part in parts):
         return ChatMessage(role=chat_role, content="\n\n".join(cast(list[str], parts)))
-    return chat_role, tuple(parts)
+    return _FilledMessage(chat_role, tuple(parts))
 
 
 def _plan_of(template: PromptTemplate[Any]) -> _RenderPlan | None:

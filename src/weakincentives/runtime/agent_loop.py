@@ -173,7 +173,9 @@ class AgentLoop(Generic[RequestT, OutputT]):
         With an async adapter the prompt runs on the running event loop through
         `adapter.aevaluate`; otherwise `execute` runs in a worker thread.
         """
-        if not self._awaits_adapter():
+        adapter: Any = self.adapter  # an AsyncProviderAdapter when the check below passes
+        # `_awaits_adapter`, inlined: asked once per sample.
+        if type(self).execute is not _EXECUTE or not is_async_adapter(adapter):
             call = functools.partial(
                 self.execute, request, experiment=experiment, deadline=deadline,
                 budget=budget, heartbeat=heartbeat, on_prepared=on_prepared,
@@ -181,13 +183,11 @@ class AgentLoop(Generic[RequestT, OutputT]):
             import anyio.to_thread  # here: the sync API never pays for anyio's import
 
             return await anyio.to_thread.run_sync(call)
-        exp = experiment or BASELINE
-        if isinstance(deadline, int | float):
+        if deadline is not None and isinstance(deadline, _SECONDS):
             deadline = Deadline.after(float(deadline), clock=self.clock)
-        prompt, session = self.prepare(request, experiment=exp)
+        prompt, session = self.prepare(request, experiment=experiment or BASELINE)
         if on_prepared is not None:
             on_prepared(session)
-        adapter: Any = self.adapter  # an AsyncProviderAdapter: is_async said so
         response = await adapter.aevaluate(
             prompt, session=session, deadline=deadline, budget=budget, heartbeat=heartbeat
         )
@@ -265,6 +265,9 @@ class AgentLoop(Generic[RequestT, OutputT]):
 
 MainLoop = AgentLoop
 """The older draft's name for `AgentLoop`; same class, same hooks."""
+
+_EXECUTE = AgentLoop.execute
+_SECONDS = (int, float)  # a deadline given as seconds from now (a tuple: no union per call)
 
 
 class FunctionLoop(AgentLoop[RequestT, OutputT]):
