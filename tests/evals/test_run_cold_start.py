@@ -46,6 +46,20 @@ def samples(n: int) -> list[Sample[str, str]]:
     return [Sample(id=f"s{i}", input=f"q{i}", expected=f"a{i}") for i in range(n)]
 
 
+def recording_task(kind: str, started: list[str]) -> Callable[[str], Any]:
+    """A `sync` or `async` task function that records each input it starts on."""
+
+    def sync_task(question: str) -> str:
+        started.append(question)
+        return question
+
+    async def async_task(question: str) -> str:
+        started.append(question)
+        return question
+
+    return sync_task if kind == "sync" else async_task
+
+
 def result(sample_id: str) -> EvalResult:
     return EvalResult(
         sample_id=sample_id,
@@ -209,17 +223,8 @@ def test_a_store_that_cannot_be_written_fails_before_any_sample_starts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[str] = []
-
-    def sync_task(question: str) -> str:
-        started.append(question)
-        return question
-
-    async def async_task(question: str) -> str:
-        started.append(question)
-        return question
-
+    task = recording_task(kind, started)
     root = broken(tmp_path, monkeypatch)
-    task = sync_task if kind == "sync" else async_task
     with pytest.raises(RunStoreError, match=r"cannot (create run store root|open)"):
         run_eval(samples(3), task, exact_match, store=root, run_id="r")
     assert started == []
@@ -428,16 +433,7 @@ def test_a_fingerprint_extra_that_cannot_be_stored_fails_before_any_sample_start
     kind: str, tmp_path: Path
 ) -> None:
     started: list[str] = []
-
-    def sync_task(question: str) -> str:
-        started.append(question)
-        return question
-
-    async def async_task(question: str) -> str:
-        started.append(question)
-        return question
-
-    task = sync_task if kind == "sync" else async_task
+    task = recording_task(kind, started)
     with pytest.raises(SerdeError):
         run_eval(samples(2), task, exact_match, store=tmp_path, fingerprint_extra={"x": object()})
     assert started == []
